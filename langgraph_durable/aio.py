@@ -1,0 +1,231 @@
+"""``AsyncRedisSaver``: the asyncio shell. It only drives the plans of ``core.py``."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Coroutine, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
+
+import redis.asyncio
+import redis.asyncio.cluster
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    DeltaChannelHistory,
+)
+
+from langgraph_durable import scripts
+from langgraph_durable.base import BaseRedisSaver, check_client
+from langgraph_durable.core import Batch, Command, Emit, Plan, ScanKeys, Script
+
+AsyncClient = redis.asyncio.Redis | redis.asyncio.cluster.RedisCluster
+R = TypeVar("R")
+
+
+class AsyncRedisSaver(BaseRedisSaver):
+    """The asyncio twin of ``RedisSaver``, on ``redis.asyncio`` clients.
+
+    Its sync methods (used by ``graph.invoke`` and ``graph.get_state``) run the async
+    ones on the saver's event loop and must be called from another thread.
+    """
+
+    def __init__(self, client: AsyncClient, **options: Any) -> None:
+        check_client(client, asyncio=True)
+        super().__init__(**options)
+        self.client = client
+        self._scripts = scripts.register_all(client)
+        try:
+            self.loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            self.loop = None
+
+    @classmethod
+    @asynccontextmanager
+    async def from_conn_string(
+        cls, url: str, *, cluster: bool = False, **options: Any
+    ) -> AsyncIterator[AsyncRedisSaver]:
+        """A ready saver on a new connection to ``url``, closed on exit."""
+        client: AsyncClient = (
+            redis.asyncio.cluster.RedisCluster.from_url(url)
+            if cluster
+            else redis.asyncio.Redis.from_url(url)
+        )
+        try:
+            saver = cls(client, **options)
+            await saver.asetup()
+            yield saver
+        finally:
+            await client.aclose()
+
+    async def asetup(self) -> None:
+        """Load the Lua scripts (idempotent). Storage needs no other set-up."""
+        self.loop = asyncio.get_running_loop()
+        for script in self._scripts.values():
+            await self.client.script_load(script.script)  # type: ignore[attr-defined]
+
+    def setup(self) -> None:
+        self._run_sync(self.asetup())
+
+    # -- driving plans ------------------------------------------------------------------
+    async def _execute(self, op: Any) -> Any:
+        if isinstance(op, Script):
+            return await self._scripts[op.name](keys=op.keys, args=op.args)  # type: ignore[operator]
+        if isinstance(op, Command):
+            return await self.client.execute_command(*op.args)
+        if isinstance(op, Batch):
+            pipe = self.client.pipeline(transaction=False)
+            for command in op.commands:
+                pipe.execute_command(*command)
+            return await pipe.execute()
+        if isinstance(op, ScanKeys):
+            return [key async for key in self.client.scan_iter(match=op.pattern, count=1000)]
+        raise TypeError(f"unknown operation {op!r}")
+
+    async def _drive_iter(self, plan: Plan[Any]) -> AsyncIterator[Any]:
+        reply = None
+        while True:
+            try:
+                op = plan.send(reply)
+            except StopIteration:
+                return
+            if isinstance(op, Emit):
+                reply = None
+                yield op.item
+            else:
+                reply = await self._execute(op)
+
+    async def _drive(self, plan: Plan[Any]) -> Any:
+        reply = None
+        while True:
+            try:
+                op = plan.send(reply)
+            except StopIteration as stop:
+                return stop.value
+            reply = await self._execute(op)
+
+    def _run_sync(self, coro: Coroutine[Any, Any, R]) -> R:
+        if self.loop is None:
+            coro.close()
+            raise asyncio.InvalidStateError(
+                "AsyncRedisSaver has no event loop yet: create it inside a running loop "
+                "or call asetup() first"
+            )
+        try:
+            if asyncio.get_running_loop() is self.loop:
+                coro.close()
+                raise asyncio.InvalidStateError(
+                    "Synchronous calls to AsyncRedisSaver are only allowed from a different "
+                    "thread. From the main thread, use the async interface (e.g. "
+                    "`await graph.ainvoke(...)`), or use RedisSaver."
+                )
+        except RuntimeError:
+            pass
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+    # -- the checkpointer contract --------------------------------------------------------
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return await self._drive(self.core.get_tuple(config))
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        async for item in self._drive_iter(
+            self.core.list(config, filter=filter, before=before, limit=limit)
+        ):
+            yield item
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        return await self._drive(self.core.put(config, checkpoint, metadata, new_versions))
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        await self._drive(self.core.put_writes(config, writes, task_id, task_path))
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        await self._drive(self.core.delete_thread(thread_id))
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        await self._drive(self.core.delete_for_runs(run_ids))
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        await self._drive(self.core.copy_thread(source_thread_id, target_thread_id))
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        await self._drive(self.core.prune(thread_ids, strategy=strategy))
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        return await self._drive(self.core.get_delta_channel_history(config, channels))
+
+    # -- sync twins: the async calls on the saver's loop, from another thread -------------
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return self._run_sync(self.aget_tuple(config))
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        async def collect() -> list[CheckpointTuple]:
+            return [i async for i in self.alist(config, filter=filter, before=before, limit=limit)]
+
+        yield from self._run_sync(collect())
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        return self._run_sync(self.aput(config, checkpoint, metadata, new_versions))
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        self._run_sync(self.aput_writes(config, writes, task_id, task_path))
+
+    def delete_thread(self, thread_id: str) -> None:
+        self._run_sync(self.adelete_thread(thread_id))
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        self._run_sync(self.adelete_for_runs(run_ids))
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        self._run_sync(self.acopy_thread(source_thread_id, target_thread_id))
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        self._run_sync(self.aprune(thread_ids, strategy=strategy))
+
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        return self._run_sync(self.aget_delta_channel_history(config=config, channels=channels))

@@ -1,0 +1,102 @@
+"""What the sync and async savers share: options, validation, versions. No I/O here."""
+
+from __future__ import annotations
+
+import copy
+import random
+from collections.abc import Collection, Sequence
+from typing import Any
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from langgraph_durable.core import RecoveryReport, SaverCore
+from langgraph_durable.envelope import Envelope
+from langgraph_durable.errors import ConfigurationError
+from langgraph_durable.keys import KeySchema
+
+DEFAULT_KEY_PREFIX = "lgd"
+
+
+def check_client(client: Any, *, asyncio: bool) -> None:
+    """Reject clients the saver cannot work with, saying why."""
+    import redis
+    import redis.asyncio
+    import redis.asyncio.cluster
+    import redis.cluster
+
+    expected: tuple[type, ...] = (
+        (redis.asyncio.Redis, redis.asyncio.cluster.RedisCluster)
+        if asyncio
+        else (redis.Redis, redis.cluster.RedisCluster)
+    )
+    if not isinstance(client, expected):
+        names = " or ".join(f"{c.__module__}.{c.__qualname__}" for c in expected)
+        raise ConfigurationError(f"expected a {names} client, got {type(client).__name__}")
+    if client.get_encoder().decode_responses:
+        raise ConfigurationError(
+            "the Redis client must be created with decode_responses=False: "
+            "checkpoints are binary records"
+        )
+
+
+class BaseRedisSaver(BaseCheckpointSaver[str]):
+    """Options shared by ``RedisSaver`` and ``AsyncRedisSaver``.
+
+    Args:
+        key_prefix: prefix of every key; savers with different prefixes never see each
+            other's data. Must not contain ``{`` or ``}``.
+        ttl: seconds; every key of a thread expires this long after its last write.
+            ``None`` keeps threads until deleted.
+        signing_key: a key (or a list, newest first) for HMAC-SHA256 signatures; the
+            first signs, all verify. Without it, records carry an xxh3-128 checksum.
+        serde: LangGraph serializer (default ``JsonPlusSerializer``, no pickle).
+    """
+
+    core: SaverCore
+
+    def __init__(
+        self,
+        *,
+        key_prefix: str = DEFAULT_KEY_PREFIX,
+        ttl: int | None = None,
+        signing_key: bytes | str | Sequence[bytes | str] | None = None,
+        serde: SerializerProtocol | None = None,
+    ) -> None:
+        super().__init__(serde=serde)
+        if ttl is not None and (not isinstance(ttl, int) or isinstance(ttl, bool) or ttl <= 0):
+            raise ConfigurationError(f"ttl must be a positive number of seconds, got {ttl!r}")
+        self.key_prefix = key_prefix
+        self.ttl = ttl
+        self.core = SaverCore(
+            serde=self.serde,
+            keys=KeySchema(key_prefix),
+            envelope=Envelope(signing_key),
+            ttl=ttl,
+        )
+
+    @property
+    def keys(self) -> KeySchema:
+        return self.core.keys
+
+    def recovery_report(self, thread_id: str, checkpoint_ns: str = "") -> RecoveryReport | None:
+        """The last fallback a read of this thread had to make, or None if it never had to."""
+        return self.core.recovery_reports.get((str(thread_id), checkpoint_ns))
+
+    def with_allowlist(self, extra_allowlist: Collection[tuple[str, ...]]) -> BaseRedisSaver:
+        clone = super().with_allowlist(extra_allowlist)
+        if clone is not self:  # the clone has a new serde: give it a core that uses it
+            clone.core = copy.copy(self.core)
+            clone.core.serde = clone.serde
+        return clone  # type: ignore[return-value]
+
+    def get_next_version(self, current: str | None, channel: None) -> str:
+        # As InMemorySaver: a zero-padded counter (sorts as text) and a random tail, so
+        # two forks from one checkpoint never write different values under one version.
+        if current is None:
+            current_v = 0
+        elif isinstance(current, int):
+            current_v = current
+        else:
+            current_v = int(current.split(".")[0])
+        return f"{current_v + 1:032}.{random.random():016}"

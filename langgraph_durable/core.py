@@ -1,0 +1,791 @@
+"""The saver core: pure plans that turn checkpointer calls into Redis operations.
+
+Nothing here does I/O. Every operation is a generator (a *plan*) that yields what it
+needs done (``Script``, ``Command``, ``Batch``, ``ScanKeys``) and is sent the reply
+back; ``list`` also yields ``Emit(item)`` for each result. The sync and async savers are
+thin shells that only drive plans (see ``drive`` in ``saver.py`` and ``aio.py``), so
+each operation, its round trips and its fallback logic exist exactly once.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+import msgpack
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    DeltaChannelHistory,
+    PendingWrite,
+    SerializerProtocol,
+    get_serializable_checkpoint_metadata,
+)
+
+from langgraph_durable.envelope import Envelope
+from langgraph_durable.errors import (
+    CheckpointCorruptedError,
+    InvalidConfigError,
+    RecordDamagedError,
+)
+from langgraph_durable.keys import KeySchema, ThreadKeys
+
+logger = logging.getLogger("langgraph_durable")
+
+T = TypeVar("T")
+
+# -- what a plan can ask for ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Script:
+    """Run one of the Lua scripts of ``scripts.py``; all keys are in one slot."""
+
+    name: str
+    keys: list[str]
+    args: list[Any]
+
+
+@dataclass(frozen=True)
+class Command:
+    """Run one Redis command; its first key decides the node in a cluster."""
+
+    args: tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Run several single-slot commands in one round trip (a non-transactional pipeline)."""
+
+    commands: list[tuple[Any, ...]]
+
+
+@dataclass(frozen=True)
+class ScanKeys:
+    """SCAN every node for keys matching ``pattern``: only for cross-thread operations."""
+
+    pattern: str
+
+
+@dataclass(frozen=True)
+class Emit(Generic[T]):
+    """Hand one result of a listing to the caller."""
+
+    item: T
+
+
+Plan = Generator[Any, Any, T]
+
+EMPTY = "empty"  # serde type of a channel that has a version but no value
+LIST_PAGE = 32  # checkpoints fetched per round trip by list()
+PLAN_RETRIES = 5  # guarded deletions re-planned when a writer raced them
+# Damage that may be this reader's configuration, not the record: never quarantined.
+_CONFIG_REASONS = ("bad signature", "unknown format version", "unknown algorithm")
+
+
+# -- recovery reports ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SkippedCheckpoint:
+    checkpoint_id: str
+    key: str
+    reason: str
+
+
+@dataclass
+class RecoveryReport:
+    """What a read had to skip to find a checkpoint that verifies completely."""
+
+    thread_id: str
+    checkpoint_ns: str
+    skipped: list[SkippedCheckpoint] = field(default_factory=list)
+    dropped_writes: list[SkippedCheckpoint] = field(default_factory=list)
+    used_checkpoint_id: str | None = None
+    recovered_from_step: int | None = None
+
+    @property
+    def fell_back(self) -> bool:
+        return bool(self.skipped)
+
+
+# -- decoded records -----------------------------------------------------------------
+
+
+@dataclass
+class _Damage:
+    member: str
+    checkpoint_id: str
+    key: str
+    reason: str
+    quarantine: list[tuple[str, str, str]]  # (hash kind, field, reason)
+
+
+@dataclass
+class _Decoded:
+    """A checkpoint record that verified, before its channel values are loaded."""
+
+    member: str
+    checkpoint_ns: str
+    checkpoint_id: str
+    parent_id: str | None
+    checkpoint: dict[str, Any]
+    metadata: CheckpointMetadata
+    writes: list[tuple[str, bytes | None]]
+
+
+def _text(value: str | bytes) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def configurable(config: RunnableConfig | None) -> Mapping[str, Any]:
+    conf = (config or {}).get("configurable")
+    if not isinstance(conf, Mapping) or "thread_id" not in conf:
+        raise InvalidConfigError("config['configurable']['thread_id'] is required")
+    thread_id = conf["thread_id"]
+    if not isinstance(thread_id, (str, int)) or isinstance(thread_id, bool):
+        raise InvalidConfigError(
+            f"thread_id must be a str (or int), got {type(thread_id).__name__}"
+        )
+    return conf
+
+
+def _thread_id(conf: Mapping[str, Any]) -> str:
+    return str(conf["thread_id"])
+
+
+def checkpoint_config(
+    thread_id: str, checkpoint_ns: str, checkpoint_id: str
+) -> RunnableConfig:
+    return {
+        "configurable": {
+            "thread_id": thread_id,
+            "checkpoint_ns": checkpoint_ns,
+            "checkpoint_id": checkpoint_id,
+        }
+    }
+
+
+class SaverCore:
+    """Plans for every checkpointer operation, shared by ``RedisSaver`` and ``AsyncRedisSaver``."""
+
+    def __init__(
+        self,
+        *,
+        serde: SerializerProtocol,
+        keys: KeySchema,
+        envelope: Envelope,
+        ttl: int | None,
+    ) -> None:
+        self.serde = serde
+        self.keys = keys
+        self.envelope = envelope
+        self.ttl = ttl
+        self.recovery_reports: dict[tuple[str, str], RecoveryReport] = {}
+
+    @property
+    def _ttl_arg(self) -> int:
+        return int(self.ttl) if self.ttl else 0
+
+    # -- sealing and opening records -------------------------------------------------
+    def _seal(self, kind: str, thread_id: str, field_: str, body: list[Any]) -> bytes:
+        return self.envelope.seal(
+            KeySchema.identity(kind, thread_id, field_), msgpack.packb(body, use_bin_type=True)
+        )
+
+    def _open(self, kind: str, thread_id: str, field_: str, record: bytes | None) -> list[Any]:
+        body = self.envelope.open(KeySchema.identity(kind, thread_id, field_), record)
+        try:
+            decoded = msgpack.unpackb(body, raw=False)
+        except Exception as exc:  # verified bytes that are not ours: a format bug
+            raise RecordDamagedError("undecodable body") from exc
+        if not isinstance(decoded, list):
+            raise RecordDamagedError("undecodable body")
+        return decoded
+
+    def _blob_record(self, thread_id: str, blob_field: str, value: Any) -> bytes:
+        type_, data = self.serde.dumps_typed(value) if value is not _NO_VALUE else (EMPTY, b"")
+        return self._seal("bl", thread_id, blob_field, [type_, data])
+
+    # -- put ---------------------------------------------------------------------------
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> Plan[RunnableConfig]:
+        conf = configurable(config)
+        thread_id = _thread_id(conf)
+        ns = conf.get("checkpoint_ns", "")
+        parent_id = conf.get("checkpoint_id")
+        tk = self.keys.thread(thread_id)
+        stored = dict(checkpoint)
+        values: dict[str, Any] = stored.pop("channel_values", {})
+        meta = get_serializable_checkpoint_metadata(config, metadata)
+        args: list[Any] = [self._ttl_arg, "", b"", str(meta.get("run_id") or "")]
+        for channel, version in new_versions.items():
+            blob_field = self.keys.blob_field(ns, channel, version)
+            args.append(blob_field)
+            args.append(self._blob_record(thread_id, blob_field, values.get(channel, _NO_VALUE)))
+        member = self.keys.checkpoint_member(ns, checkpoint["id"])
+        args[1] = member
+        args[2] = self._seal(
+            "cp",
+            thread_id,
+            member,
+            [parent_id, *self.serde.dumps_typed(stored), *self.serde.dumps_typed(meta)],
+        )
+        yield Script("put_checkpoint", tk.all(), args)
+        return checkpoint_config(thread_id, ns, checkpoint["id"])
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> Plan[None]:
+        conf = configurable(config)
+        thread_id = _thread_id(conf)
+        ns = conf.get("checkpoint_ns", "")
+        checkpoint_id = conf.get("checkpoint_id")
+        if not checkpoint_id:
+            raise InvalidConfigError("put_writes needs config['configurable']['checkpoint_id']")
+        tk = self.keys.thread(thread_id)
+        args: list[Any] = [self._ttl_arg]
+        for idx, (channel, value) in enumerate(writes):
+            special = channel in WRITES_IDX_MAP
+            member = self.keys.write_member(
+                ns, checkpoint_id, task_path, task_id, WRITES_IDX_MAP[channel] if special else idx
+            )
+            args += [
+                member,
+                self._seal("wr", thread_id, member, [channel, *self.serde.dumps_typed(value)]),
+                "1" if special else "0",
+            ]
+        if len(args) > 1:
+            yield Script("put_writes", tk.all(), args)
+
+    # -- reading -----------------------------------------------------------------------
+    def _decode_entry(self, tk: ThreadKeys, entry: list[Any]) -> _Decoded | _Damage:
+        member = _text(entry[0])
+        ns, checkpoint_id = self.keys.parse_checkpoint_member(member)
+        flat = entry[2] or []
+        writes = [(_text(flat[i]), flat[i + 1]) for i in range(0, len(flat), 2)]
+        try:
+            parent_id, ckpt_t, ckpt_b, meta_t, meta_b = self._open(
+                "cp", tk.thread_id, member, entry[1]
+            )
+        except (RecordDamagedError, ValueError) as exc:
+            reason = getattr(exc, "reason", "undecodable body")
+            return _Damage(member, checkpoint_id, tk.cp, reason, [("cp", member, reason)])
+        return _Decoded(
+            member=member,
+            checkpoint_ns=ns,
+            checkpoint_id=checkpoint_id,
+            parent_id=parent_id,
+            checkpoint=self.serde.loads_typed((ckpt_t, ckpt_b)),
+            metadata=self.serde.loads_typed((meta_t, meta_b)),
+            writes=writes,
+        )
+
+    def _blob_fields(self, decoded: _Decoded) -> list[str]:
+        return [
+            self.keys.blob_field(decoded.checkpoint_ns, channel, version)
+            for channel, version in decoded.checkpoint.get("channel_versions", {}).items()
+        ]
+
+    def _complete(
+        self,
+        tk: ThreadKeys,
+        decoded: _Decoded,
+        blobs: Mapping[str, bytes | None],
+        report: RecoveryReport | None,
+    ) -> CheckpointTuple | _Damage:
+        """Verify the channel values and pending writes of one checkpoint and build its tuple."""
+        values: dict[str, Any] = {}
+        versions = decoded.checkpoint.get("channel_versions", {})
+        for channel, version in versions.items():
+            blob_field = self.keys.blob_field(decoded.checkpoint_ns, channel, version)
+            try:
+                type_, data = self._open("bl", tk.thread_id, blob_field, blobs.get(blob_field))
+            except RecordDamagedError as exc:
+                reason = f"{exc.reason} channel value {channel!r}@{version}"
+                quarantine = [] if exc.reason == "missing" else [("bl", blob_field, exc.reason)]
+                quarantine.append(("cp", decoded.member, reason))
+                return _Damage(decoded.member, decoded.checkpoint_id, tk.bl, reason, quarantine)
+            if type_ != EMPTY:
+                values[channel] = self.serde.loads_typed((type_, data))
+        pending: list[PendingWrite] = []
+        for write_member, record in decoded.writes:
+            try:
+                channel, type_, data = self._open("wr", tk.thread_id, write_member, record)
+            except (RecordDamagedError, ValueError) as exc:
+                reason = getattr(exc, "reason", "undecodable body")
+                self._drop_write(tk, decoded, write_member, reason, report)
+                continue
+            parsed = self.keys.parse_write_member(write_member)
+            pending.append((parsed.task_id, channel, self.serde.loads_typed((type_, data))))
+        return CheckpointTuple(
+            config=checkpoint_config(tk.thread_id, decoded.checkpoint_ns, decoded.checkpoint_id),
+            checkpoint={**decoded.checkpoint, "channel_values": values},  # type: ignore[typeddict-item]
+            metadata=decoded.metadata,
+            parent_config=(
+                checkpoint_config(tk.thread_id, decoded.checkpoint_ns, decoded.parent_id)
+                if decoded.parent_id
+                else None
+            ),
+            pending_writes=pending,
+        )
+
+    def _drop_write(
+        self,
+        tk: ThreadKeys,
+        decoded: _Decoded,
+        write_member: str,
+        reason: str,
+        report: RecoveryReport | None,
+    ) -> None:
+        # A damaged pending write only means its task runs again: drop it, keep the checkpoint.
+        logger.warning(
+            "langgraph-durable: dropped a damaged pending write of checkpoint %s (thread %r): %s",
+            decoded.checkpoint_id,
+            tk.thread_id,
+            reason,
+        )
+        if report is not None:
+            report.dropped_writes.append(SkippedCheckpoint(decoded.checkpoint_id, tk.wr, reason))
+
+    def _read(
+        self,
+        tk: ThreadKeys,
+        args: list[Any],
+        wanted: Callable[[_Decoded], bool] | None = None,
+        report: RecoveryReport | None = None,
+    ) -> Plan[tuple[list[CheckpointTuple | _Damage], list[str]]]:
+        """Read checkpoints (2 round trips: records and writes, then channel values).
+
+        Returns the results in index order, and the ids of every checkpoint the index
+        returned (matching ``wanted`` or not), oldest last: the next page's cursor.
+        """
+        entries = yield Script("read_checkpoints", tk.all(), args)
+        decoded = [self._decode_entry(tk, entry) for entry in entries]
+        selected = [d for d in decoded if isinstance(d, _Damage) or wanted is None or wanted(d)]
+        fields = sorted({f for d in selected if isinstance(d, _Decoded) for f in self._blob_fields(d)})
+        blobs: dict[str, bytes | None] = {}
+        if fields:
+            values = yield Command(("HMGET", tk.bl, *fields))
+            blobs = dict(zip(fields, values))
+        results = [
+            d if isinstance(d, _Damage) else self._complete(tk, d, blobs, report) for d in selected
+        ]
+        damaged = [r for r in results if isinstance(r, _Damage)]
+        if damaged:
+            yield from self._quarantine(tk, damaged)
+        return results, [d.checkpoint_id for d in decoded]
+
+    def _quarantine(self, tk: ThreadKeys, damaged: Iterable[_Damage]) -> Plan[None]:
+        args: list[str] = []
+        for damage in damaged:
+            for kind, field_, reason in damage.quarantine:
+                if reason.startswith(_CONFIG_REASONS):
+                    continue
+                args += [kind, field_, self.keys.quarantine_field(kind, field_), reason]
+        if args:
+            yield Script("quarantine", tk.all(), args)
+
+    def _log_damage(self, tk: ThreadKeys, damage: _Damage, *, level: int) -> None:
+        logger.log(
+            level,
+            "langgraph-durable: skipped damaged checkpoint %s of thread %r: %s (%s)",
+            damage.checkpoint_id,
+            tk.thread_id,
+            damage.reason,
+            damage.key,
+        )
+
+    def get_tuple(self, config: RunnableConfig) -> Plan[CheckpointTuple | None]:
+        conf = configurable(config)
+        thread_id = _thread_id(conf)
+        ns = conf.get("checkpoint_ns", "")
+        tk = self.keys.thread(thread_id)
+        checkpoint_id = conf.get("checkpoint_id")
+        if checkpoint_id:
+            member = self.keys.checkpoint_member(ns, checkpoint_id)
+            results, _ = yield from self._read(tk, ["members", member])
+            result = results[0]
+            if isinstance(result, _Damage):
+                if result.reason.startswith("missing") and result.key == tk.cp:
+                    return None  # never stored (or deleted): not damage
+                raise CheckpointCorruptedError(
+                    thread_id=thread_id,
+                    checkpoint_ns=ns,
+                    checkpoint_id=checkpoint_id,
+                    key=result.key,
+                    reason=result.reason,
+                )
+            return result
+        report = RecoveryReport(thread_id, ns)
+        before: str | None = None
+        while True:
+            upper, lower = self.keys.namespace_range(ns, before)
+            results, _ = yield from self._read(tk, ["range", upper, lower, 1], report=report)
+            if not results:
+                if report.skipped:
+                    self._report(report, level=logging.ERROR)
+                return None
+            result = results[0]
+            if isinstance(result, _Damage):
+                self._log_damage(tk, result, level=logging.WARNING)
+                report.skipped.append(SkippedCheckpoint(result.checkpoint_id, result.key, result.reason))
+                before = result.checkpoint_id
+                continue
+            if report.skipped or report.dropped_writes:
+                report.used_checkpoint_id = result.checkpoint["id"]
+                report.recovered_from_step = result.metadata.get("step")
+                self._report(report, level=logging.WARNING)
+            return result
+
+    def _report(self, report: RecoveryReport, *, level: int) -> None:
+        self.recovery_reports[(report.thread_id, report.checkpoint_ns)] = report
+        if report.used_checkpoint_id is None and report.skipped:
+            logger.log(
+                level,
+                "langgraph-durable: no checkpoint of thread %r (namespace %r) verifies; "
+                "skipped %d damaged: the run starts again from step 0",
+                report.thread_id,
+                report.checkpoint_ns,
+                len(report.skipped),
+            )
+        elif report.skipped:
+            logger.log(
+                level,
+                "langgraph-durable: thread %r (namespace %r) recovered from checkpoint %s "
+                "(step %s) after skipping %d damaged: %s",
+                report.thread_id,
+                report.checkpoint_ns,
+                report.used_checkpoint_id,
+                report.recovered_from_step,
+                len(report.skipped),
+                "; ".join(f"{s.checkpoint_id}: {s.reason}" for s in report.skipped),
+            )
+
+    # -- list --------------------------------------------------------------------------
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Plan[None]:
+        if limit is not None and limit <= 0:
+            return
+        remaining = [limit]  # shared countdown across threads
+        if config is None:
+            keys = yield ScanKeys(self.keys.thread_scan_pattern())
+            thread_ids = sorted(
+                {t for k in keys if (t := self.keys.thread_id_from_index_key(k)) is not None}
+            )
+            for thread_id in thread_ids:
+                yield from self._list_thread(thread_id, None, None, filter, before, remaining)
+                if remaining[0] is not None and remaining[0] <= 0:
+                    return
+            return
+        conf = configurable(config)
+        yield from self._list_thread(
+            _thread_id(conf),
+            conf.get("checkpoint_ns"),
+            conf.get("checkpoint_id"),
+            filter,
+            before,
+            remaining,
+        )
+
+    def _list_thread(
+        self,
+        thread_id: str,
+        ns: str | None,
+        checkpoint_id: str | None,
+        filter: dict[str, Any] | None,
+        before: RunnableConfig | None,
+        remaining: list[int | None],
+    ) -> Plan[None]:
+        tk = self.keys.thread(thread_id)
+        before_id = (before or {}).get("configurable", {}).get("checkpoint_id") if before else None
+
+        def wanted(d: _Decoded) -> bool:
+            return not filter or all(d.metadata.get(k) == v for k, v in filter.items())
+
+        def page_size() -> int:
+            left = remaining[0]
+            return LIST_PAGE if filter or left is None else max(1, min(LIST_PAGE, left))
+
+        if ns is not None and not checkpoint_id:
+            # One namespace: walk the sorted index newest first, a page per round trip.
+            cursor = before_id
+            while True:
+                upper, lower = self.keys.namespace_range(ns, cursor)
+                size = page_size()
+                results, fetched = yield from self._read(tk, ["range", upper, lower, size], wanted)
+                for result in results:
+                    if (yield from self._emit(tk, result, remaining)):
+                        return
+                if len(fetched) < size:
+                    return
+                cursor = fetched[-1]
+        # Every namespace of the thread (or one checkpoint id): newest first by id.
+        members = yield Command(("ZRANGE", tk.cps, 0, -1))
+        chosen: list[tuple[str, str]] = []
+        for raw in members:
+            member = _text(raw)
+            m_ns, m_id = self.keys.parse_checkpoint_member(member)
+            if ns is not None and m_ns != ns:
+                continue
+            if checkpoint_id and m_id != checkpoint_id:
+                continue
+            if before_id and m_id >= before_id:
+                continue
+            chosen.append((m_id, member))
+        chosen.sort(key=lambda pair: pair[0], reverse=True)
+        for start in range(0, len(chosen), LIST_PAGE):
+            page = [member for _, member in chosen[start : start + LIST_PAGE]]
+            results, _ = yield from self._read(tk, ["members", *page], wanted)
+            for result in results:
+                if (yield from self._emit(tk, result, remaining)):
+                    return
+
+    def _emit(
+        self, tk: ThreadKeys, result: CheckpointTuple | _Damage, remaining: list[int | None]
+    ) -> Plan[bool]:
+        """Emit one listed checkpoint; True when the limit is reached."""
+        if isinstance(result, _Damage):
+            self._log_damage(tk, result, level=logging.WARNING)
+            return False
+        yield Emit(result)
+        if remaining[0] is not None:
+            remaining[0] -= 1
+            return remaining[0] <= 0
+        return False
+
+    # -- whole-thread operations --------------------------------------------------------
+    def delete_thread(self, thread_id: str) -> Plan[None]:
+        yield Command(("UNLINK", *self.keys.thread(str(thread_id)).all()))
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> Plan[None]:
+        """Copy every checkpoint (the whole parent chain), write and value that verifies.
+
+        Records are re-sealed under the target's identity; damaged ones are not copied.
+        """
+        src = self.keys.thread(str(source_thread_id))
+        dst = self.keys.thread(str(target_thread_id))
+        cps, wrs, bls, runs = yield Batch(
+            [("HGETALL", src.cp), ("HGETALL", src.wr), ("HGETALL", src.bl), ("HGETALL", src.runs)]
+        )
+        copied_cps: list[Any] = []
+        copied_wrs: list[Any] = []
+        copied_bls: list[Any] = []
+        for kind, records, out in (("cp", cps, copied_cps), ("wr", wrs, copied_wrs), ("bl", bls, copied_bls)):
+            for raw_field, record in sorted(records.items()):
+                field_ = _text(raw_field)
+                try:
+                    body = self._open(kind, src.thread_id, field_, record)
+                except RecordDamagedError as exc:
+                    logger.warning(
+                        "langgraph-durable: copy_thread %r -> %r left out a damaged record %s: %s",
+                        src.thread_id, dst.thread_id, field_, exc.reason,
+                    )
+                    continue
+                out += [field_, self._seal(kind, dst.thread_id, field_, body)]
+                if kind == "cp":
+                    out.append(runs.get(raw_field, b""))
+        if not copied_cps:
+            return
+        yield Script(
+            "restore_records",
+            dst.all(),
+            [self._ttl_arg, len(copied_cps) // 3, len(copied_wrs) // 2, *copied_cps, *copied_wrs, *copied_bls],
+        )
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> Plan[None]:
+        wanted_runs = {str(r) for r in run_ids}
+        if not wanted_runs:
+            return
+        for thread_id in (yield from self._all_thread_ids()):
+            tk = self.keys.thread(thread_id)
+            runs = yield Command(("HGETALL", tk.runs))
+            doomed = {_text(m) for m, r in runs.items() if _text(r) in wanted_runs}
+            if doomed:
+                yield from self._collect(tk, lambda decoded: doomed)
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest", keep_last: int = 1) -> Plan[None]:
+        if strategy not in ("keep_latest", "delete"):
+            raise ValueError(f"unknown prune strategy {strategy!r}: use 'keep_latest' or 'delete'")
+        for thread_id in thread_ids:
+            if strategy == "delete":
+                yield from self.delete_thread(thread_id)
+                continue
+            tk = self.keys.thread(str(thread_id))
+            yield from self._collect(tk, lambda decoded: _prunable(decoded, keep_last))
+
+    def _all_thread_ids(self) -> Plan[list[str]]:
+        keys = yield ScanKeys(self.keys.thread_scan_pattern())
+        return sorted({t for k in keys if (t := self.keys.thread_id_from_index_key(k)) is not None})
+
+    def _collect(
+        self, tk: ThreadKeys, choose: Callable[[dict[str, _Decoded]], set[str]]
+    ) -> Plan[None]:
+        """Delete the checkpoints ``choose`` picks, their writes, and every channel value
+        no remaining checkpoint references, in one guarded script call.
+
+        The guard makes the deletion a no-op if a checkpoint was written since it was
+        planned (the new one may reference a value planned away); it is then re-planned.
+        """
+        for _ in range(PLAN_RETRIES):
+            cps, count, newest, blob_fields = yield Batch(
+                [("HGETALL", tk.cp), ("ZCARD", tk.cps), ("ZREVRANGE", tk.cps, 0, 0), ("HKEYS", tk.bl)]
+            )
+            decoded: dict[str, _Decoded] = {}
+            intact = True
+            for raw_member, record in cps.items():
+                entry = self._decode_entry(tk, [raw_member, record, []])
+                if isinstance(entry, _Damage):
+                    intact = False  # its references are unknown: keep every value
+                else:
+                    decoded[entry.member] = entry
+            doomed = choose(decoded)
+            referenced = {f for m, d in decoded.items() if m not in doomed for f in self._blob_fields(d)}
+            garbage = [] if not intact else [f for f in map(_text, blob_fields) if f not in referenced]
+            if not doomed and not garbage:
+                return
+            newest_member = _text(newest[0]) if newest else ""
+            deleted = yield Script(
+                "delete_checkpoints",
+                tk.all(),
+                [count, newest_member, len(doomed), *sorted(doomed), *garbage],
+            )
+            if deleted != -1:
+                return
+        logger.warning("langgraph-durable: gave up pruning thread %r: it kept being written", tk.thread_id)
+
+    # -- DeltaChannel history ----------------------------------------------------------
+    def get_delta_channel_history(
+        self, config: RunnableConfig, channels: Sequence[str]
+    ) -> Plan[dict[str, DeltaChannelHistory]]:
+        """Walk the parent chain once for all channels, a page of ancestors per round trip.
+
+        A channel stops at the nearest ancestor that stores a value for it (its seed);
+        the writes of every ancestor on the path, seed included, are collected oldest first.
+        """
+        if not channels:
+            return {}
+        conf = configurable(config)
+        thread_id = _thread_id(conf)
+        ns = conf.get("checkpoint_ns", "")
+        tk = self.keys.thread(thread_id)
+        target = yield from self.get_tuple(config)
+        collected: dict[str, list[PendingWrite]] = {c: [] for c in channels}
+        seeds: dict[str, Any] = {}
+        remaining = set(channels)
+        wanted_id = target.parent_config["configurable"]["checkpoint_id"] if target and target.parent_config else None
+        cursor = target.checkpoint["id"] if target else None
+        while wanted_id and remaining:
+            upper, lower = self.keys.namespace_range(ns, cursor)
+            entries = yield Script("read_checkpoints", tk.all(), ["range", upper, lower, LIST_PAGE])
+            if not entries:
+                break
+            page = [self._decode_entry(tk, entry) for entry in entries]
+            on_path: list[_Decoded] = []
+            for d in page:  # newest first: follow parent pointers through the page
+                if d.checkpoint_id != wanted_id:
+                    continue
+                if isinstance(d, _Damage):
+                    raise CheckpointCorruptedError(
+                        thread_id=thread_id, checkpoint_ns=ns, checkpoint_id=d.checkpoint_id,
+                        key=d.key, reason=f"{d.reason} (an ancestor DeltaChannel history needs)",
+                    )
+                on_path.append(d)
+                wanted_id = d.parent_id
+            fields = sorted({self.keys.blob_field(ns, ch, d.checkpoint["channel_versions"][ch])
+                             for d in on_path for ch in remaining if ch in d.checkpoint.get("channel_versions", {})})
+            blobs = dict(zip(fields, (yield Command(("HMGET", tk.bl, *fields))))) if fields else {}
+            for d in on_path:
+                if not remaining:
+                    break
+                for write_member, record in reversed(d.writes):
+                    try:
+                        channel, type_, data = self._open("wr", thread_id, write_member, record)
+                    except RecordDamagedError as exc:
+                        raise CheckpointCorruptedError(
+                            thread_id=thread_id, checkpoint_ns=ns, checkpoint_id=d.checkpoint_id,
+                            key=tk.wr, reason=f"{exc.reason} write {write_member!r}",
+                        ) from exc
+                    if channel in remaining:
+                        task_id = self.keys.parse_write_member(write_member).task_id
+                        collected[channel].append((task_id, channel, self.serde.loads_typed((type_, data))))
+                for ch in list(remaining):
+                    version = d.checkpoint.get("channel_versions", {}).get(ch)
+                    if version is None:
+                        continue
+                    blob_field = self.keys.blob_field(ns, ch, version)
+                    try:
+                        type_, data = self._open("bl", thread_id, blob_field, blobs.get(blob_field))
+                    except RecordDamagedError as exc:
+                        if exc.reason == "missing":
+                            continue
+                        raise CheckpointCorruptedError(
+                            thread_id=thread_id, checkpoint_ns=ns, checkpoint_id=d.checkpoint_id,
+                            key=tk.bl, reason=f"{exc.reason} channel value {ch!r}",
+                        ) from exc
+                    if type_ != EMPTY:
+                        seeds[ch] = self.serde.loads_typed((type_, data))
+                        remaining.discard(ch)
+            cursor = page[-1].checkpoint_id
+        result: dict[str, DeltaChannelHistory] = {}
+        for ch in channels:
+            entry: DeltaChannelHistory = {"writes": list(reversed(collected[ch]))}
+            if ch in seeds:
+                entry["seed"] = seeds[ch]
+            result[ch] = entry
+        return result
+
+
+def _prunable(decoded: dict[str, _Decoded], keep_last: int) -> set[str]:
+    """Members to delete so each namespace keeps its ``keep_last`` newest checkpoints,
+    plus the ancestors (and so their writes) their DeltaChannels are rebuilt from."""
+    by_ns: dict[str, list[_Decoded]] = {}
+    for d in decoded.values():
+        by_ns.setdefault(d.checkpoint_ns, []).append(d)
+    keep: set[str] = set()
+    for ns_entries in by_ns.values():
+        ns_entries.sort(key=lambda d: d.checkpoint_id, reverse=True)
+        by_id = {d.checkpoint_id: d for d in ns_entries}
+        for kept in ns_entries[:keep_last]:
+            keep.add(kept.member)
+            # counters_since_delta_snapshot: supersteps since each DeltaChannel's last
+            # snapshot, i.e. how far up the parent chain its seed lies.
+            counters = kept.metadata.get("counters_since_delta_snapshot") or {}
+            depth = max((int(c[1]) for c in counters.values()), default=0) + (1 if counters else 0)
+            cursor = kept
+            for _ in range(depth):
+                parent = by_id.get(cursor.parent_id or "")
+                if parent is None:
+                    break
+                keep.add(parent.member)
+                cursor = parent
+    return {m for m in decoded if m not in keep}
+
+
+class _NoValue:
+    def __repr__(self) -> str:
+        return "<no value>"
+
+
+_NO_VALUE: Any = _NoValue()

@@ -1,0 +1,172 @@
+"""The key schema: the only place Redis key names, hash fields and index members are built.
+
+Layout of one thread (``P`` is the key prefix, ``T`` the escaped thread id; the braces
+make ``T`` the Redis Cluster hash tag, so every key of a thread lives in one slot)::
+
+    P:{T}:cps   ZSET  checkpoint index, score 0, members  ns SEP checkpoint_id
+    P:{T}:wix   ZSET  write index, score 0, members  ns SEP checkpoint_id SEP task_path
+                      SEP task_id SEP idx  (lex order == LangGraph's writes_sort_key)
+    P:{T}:cp    HASH  checkpoint member -> enveloped checkpoint record
+    P:{T}:wr    HASH  write member      -> enveloped pending-write record
+    P:{T}:bl    HASH  ns SEP channel SEP version -> enveloped channel value
+    P:{T}:runs  HASH  checkpoint member -> run_id (for delete_for_runs)
+    P:{T}:qt    HASH  quarantined (damaged) records, kept for forensics
+
+Members are built so that the writes of a checkpoint are exactly the ``wix`` members in
+``[member SEP, member SEP+1)``; the Lua scripts rely on that and on nothing else here.
+
+Components are escaped so that ordering is preserved and no component can contain the
+separator: ``\\x00 -> \\x01\\x01`` and ``\\x01 -> \\x01\\x02``. Thread ids are
+percent-encoded (everything but ``[A-Za-z0-9._~-]``), so the tag never holds ``{``,
+``}``, ``:`` or a glob character and two thread ids can never share a tag.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import quote, unquote
+
+SEP = "\x00"
+_SEP_AFTER = "\x01"  # the smallest string greater than every "... SEP ..." continuation
+_IDX_OFFSET = 2**31  # write indexes are negative for special channels (-1..-4)
+
+THREAD_KEY_KINDS = ("cps", "wix", "cp", "wr", "bl", "runs", "qt")
+
+
+def _escape_component(value: str) -> str:
+    return value.replace("\x01", "\x01\x02").replace("\x00", "\x01\x01")
+
+
+def _unescape_component(value: str) -> str:
+    return value.replace("\x01\x01", "\x00").replace("\x01\x02", "\x01")
+
+
+def _join(*parts: str) -> str:
+    return SEP.join(_escape_component(p) for p in parts)
+
+
+def _split(member: str | bytes) -> list[str]:
+    text = member.decode() if isinstance(member, bytes) else member
+    return [_unescape_component(p) for p in text.split(SEP)]
+
+
+def escape_thread_id(thread_id: str) -> str:
+    return quote(thread_id, safe="")
+
+
+def _glob_escape(text: str) -> str:
+    return "".join("\\" + c if c in "*?[]\\" else c for c in text)
+
+
+@dataclass(frozen=True)
+class ThreadKeys:
+    """All Redis keys of one thread, in one cluster slot."""
+
+    thread_id: str
+    cps: str
+    wix: str
+    cp: str
+    wr: str
+    bl: str
+    runs: str
+    qt: str
+
+    def all(self) -> list[str]:
+        """Every key of the thread, in the order the Lua scripts expect as KEYS."""
+        return [self.cps, self.wix, self.cp, self.wr, self.bl, self.runs, self.qt]
+
+
+@dataclass(frozen=True)
+class WriteMember:
+    checkpoint_ns: str
+    checkpoint_id: str
+    task_path: str
+    task_id: str
+    idx: int
+
+
+class KeySchema:
+    """Builds and parses every key string, field and index member for one key prefix."""
+
+    def __init__(self, prefix: str = "lgd") -> None:
+        if not isinstance(prefix, str) or not prefix:
+            raise ValueError("key_prefix must be a non-empty string")
+        if "{" in prefix or "}" in prefix:
+            raise ValueError(
+                f"key_prefix {prefix!r} must not contain '{{' or '}}': the thread id is "
+                "the Redis Cluster hash tag"
+            )
+        self.prefix = prefix
+
+    # -- keys ---------------------------------------------------------------------------
+    def thread(self, thread_id: str) -> ThreadKeys:
+        if not isinstance(thread_id, str):
+            raise TypeError(f"thread_id must be a str, got {type(thread_id).__name__}")
+        base = f"{self.prefix}:{{{escape_thread_id(thread_id)}}}:"
+        return ThreadKeys(thread_id, *(base + kind for kind in THREAD_KEY_KINDS))
+
+    def thread_scan_pattern(self) -> str:
+        """SCAN MATCH pattern with exactly one key per thread that has checkpoints."""
+        return f"{_glob_escape(self.prefix)}:{{*}}:cps"
+
+    def thread_id_from_index_key(self, key: str | bytes) -> str | None:
+        text = key.decode() if isinstance(key, bytes) else key
+        head = f"{self.prefix}:{{"
+        if not text.startswith(head) or not text.endswith("}:cps"):
+            return None
+        tag = text[len(head) : -len("}:cps")]
+        if "{" in tag or "}" in tag:
+            return None
+        return unquote(tag)
+
+    # -- checkpoint members -------------------------------------------------------------
+    def checkpoint_member(self, checkpoint_ns: str, checkpoint_id: str) -> str:
+        return _join(checkpoint_ns, checkpoint_id)
+
+    def parse_checkpoint_member(self, member: str | bytes) -> tuple[str, str]:
+        ns, cid = _split(member)
+        return ns, cid
+
+    def namespace_range(self, checkpoint_ns: str, before_id: str | None = None) -> tuple[str, str]:
+        """(max, min) ZREVRANGEBYLEX bounds over one namespace's checkpoints, newest first."""
+        ns = _escape_component(checkpoint_ns) + SEP
+        upper = "(" + ns + before_id if before_id else "(" + _escape_component(checkpoint_ns) + _SEP_AFTER
+        return upper, "[" + ns
+
+    def all_checkpoints_range(self) -> tuple[str, str]:
+        return "+", "-"
+
+    # -- write members ------------------------------------------------------------------
+    def write_member(
+        self, checkpoint_ns: str, checkpoint_id: str, task_path: str, task_id: str, idx: int
+    ) -> str:
+        return _join(checkpoint_ns, checkpoint_id, task_path, task_id, f"{idx + _IDX_OFFSET:010d}")
+
+    def parse_write_member(self, member: str | bytes) -> WriteMember:
+        ns, cid, task_path, task_id, idx = _split(member)
+        return WriteMember(ns, cid, task_path, task_id, int(idx) - _IDX_OFFSET)
+
+    def writes_of_checkpoint_range(self, checkpoint_member: str) -> tuple[str, str]:
+        """(min, max) ZRANGEBYLEX bounds over the writes of one checkpoint."""
+        return "[" + checkpoint_member + SEP, "(" + checkpoint_member + _SEP_AFTER
+
+    # -- channel values -----------------------------------------------------------------
+    def blob_field(self, checkpoint_ns: str, channel: str, version: str | int | float) -> str:
+        return _join(checkpoint_ns, channel, str(version))
+
+    def parse_blob_field(self, field: str | bytes) -> tuple[str, str, str]:
+        ns, channel, version = _split(field)
+        return ns, channel, version
+
+    def quarantine_field(self, kind: str, field: str) -> str:
+        return _join(kind, field)
+
+    def parse_quarantine_field(self, qfield: str | bytes) -> tuple[str, str]:
+        kind, field = _split(qfield)
+        return kind, field
+
+    # -- record identity (what the envelope's checksum binds a record to) ---------------
+    @staticmethod
+    def identity(kind: str, thread_id: str, field: str | bytes) -> bytes:
+        f = field if isinstance(field, bytes) else field.encode()
+        return kind.encode() + b"\x00" + thread_id.encode() + b"\x00" + f

@@ -1,0 +1,18 @@
+-- Shared prelude, prepended to every script by langgraph_durable/scripts.py.
+-- KEYS of every thread script, in this order (langgraph_durable.keys.ThreadKeys.all):
+--   1 cps  2 wix  3 cp  4 wr  5 bl  6 runs  7 qt
+local K_CPS, K_WIX, K_CP, K_WR, K_BL, K_RUNS, K_QT = 1, 2, 3, 4, 5, 6, 7
+
+-- Refresh the TTL of every key of the thread, so nothing the thread still references
+-- (an old channel value of the newest checkpoint) expires before the thread does.
+local function touch(ttl)
+  ttl = tonumber(ttl)
+  if ttl and ttl > 0 then
+    for i = 1, #KEYS do redis.call('EXPIRE', KEYS[i], ttl) end
+  end
+end
+
+-- Members of the writes of checkpoint `member` are exactly [member.."\0", member.."\1").
+local function writes_of(member)
+  return redis.call('ZRANGEBYLEX', KEYS[K_WIX], '[' .. member .. '\0', '(' .. member .. '\1')
+end

@@ -1,0 +1,16 @@
+-- Store the pending writes of one task atomically. Regular writes are first-write-wins
+-- per (task, idx); writes to the special channels (error, interrupt, resume, scheduled)
+-- overwrite, as in LangGraph's InMemorySaver.
+-- KEYS: the thread's keys (see _prelude.lua)
+-- ARGV: 1 ttl, 2.. triples of (write member, write record, "1" to overwrite | "0")
+for i = 2, #ARGV, 3 do
+  local member = ARGV[i]
+  if ARGV[i + 2] == '1' then
+    redis.call('HSET', KEYS[K_WR], member, ARGV[i + 1])
+    redis.call('ZADD', KEYS[K_WIX], 0, member)
+  elseif redis.call('HSETNX', KEYS[K_WR], member, ARGV[i + 1]) == 1 then
+    redis.call('ZADD', KEYS[K_WIX], 0, member)
+  end
+end
+touch(ARGV[1])
+return 1

@@ -1,0 +1,26 @@
+-- Read checkpoints with their pending writes in one call.
+-- KEYS: the thread's keys (see _prelude.lua)
+-- ARGV: 1 "range": 2 max bound, 3 min bound, 4 limit  (newest first, ZREVRANGEBYLEX)
+--       1 "members": 2.. checkpoint members
+-- Returns: { {member, record or nil, {write member, write record, ...}}, ... }
+local members
+if ARGV[1] == 'range' then
+  members = redis.call('ZREVRANGEBYLEX', KEYS[K_CPS], ARGV[2], ARGV[3], 'LIMIT', 0, tonumber(ARGV[4]))
+else
+  members = {}
+  for i = 2, #ARGV do members[#members + 1] = ARGV[i] end
+end
+local out = {}
+for _, member in ipairs(members) do
+  local writes = {}
+  local wms = writes_of(member)
+  if #wms > 0 then
+    local values = redis.call('HMGET', KEYS[K_WR], unpack(wms))
+    for j = 1, #wms do
+      writes[#writes + 1] = wms[j]
+      writes[#writes + 1] = values[j]
+    end
+  end
+  out[#out + 1] = {member, redis.call('HGET', KEYS[K_CP], member), writes}
+end
+return out

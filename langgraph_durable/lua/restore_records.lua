@@ -1,0 +1,24 @@
+-- Write verified, re-sealed records into a thread in one call (copy_thread).
+-- KEYS: the target thread's keys (see _prelude.lua)
+-- ARGV: 1 ttl, 2 number C of checkpoints, 3 number W of writes,
+--       then C triples (checkpoint member, record, run id),
+--       then W pairs (write member, record), then pairs (blob field, record)
+local c, w = tonumber(ARGV[2]), tonumber(ARGV[3])
+local i = 4
+for _ = 1, c do
+  redis.call('HSET', KEYS[K_CP], ARGV[i], ARGV[i + 1])
+  redis.call('ZADD', KEYS[K_CPS], 0, ARGV[i])
+  redis.call('HSET', KEYS[K_RUNS], ARGV[i], ARGV[i + 2])
+  i = i + 3
+end
+for _ = 1, w do
+  redis.call('HSET', KEYS[K_WR], ARGV[i], ARGV[i + 1])
+  redis.call('ZADD', KEYS[K_WIX], 0, ARGV[i])
+  i = i + 2
+end
+while i <= #ARGV do
+  redis.call('HSET', KEYS[K_BL], ARGV[i], ARGV[i + 1])
+  i = i + 2
+end
+touch(ARGV[1])
+return c

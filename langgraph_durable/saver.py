@@ -1,0 +1,200 @@
+"""``RedisSaver``: the synchronous shell. It only drives the plans of ``core.py``."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import redis
+import redis.cluster
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    DeltaChannelHistory,
+)
+
+from langgraph_durable import scripts
+from langgraph_durable.base import BaseRedisSaver, check_client
+from langgraph_durable.core import Batch, Command, Emit, Plan, ScanKeys, Script
+
+SyncClient = redis.Redis | redis.cluster.RedisCluster
+
+
+class RedisSaver(BaseRedisSaver):
+    """A LangGraph checkpointer on plain Redis (6.2+, Valkey, Redis Cluster).
+
+    Pass an existing ``redis.Redis`` or ``redis.cluster.RedisCluster`` (created with
+    ``decode_responses=False``), or use ``RedisSaver.from_conn_string(url)``.
+    Async methods run the sync ones in a worker thread; use ``AsyncRedisSaver`` in
+    async applications.
+    """
+
+    def __init__(self, client: SyncClient, **options: Any) -> None:
+        check_client(client, asyncio=False)
+        super().__init__(**options)
+        self.client = client
+        self._scripts = scripts.register_all(client)
+
+    @classmethod
+    @contextmanager
+    def from_conn_string(cls, url: str, *, cluster: bool = False, **options: Any) -> Iterator[RedisSaver]:
+        """A ready saver on a new connection to ``url``, closed on exit."""
+        client: SyncClient = (
+            redis.cluster.RedisCluster.from_url(url) if cluster else redis.Redis.from_url(url)
+        )
+        try:
+            saver = cls(client, **options)
+            saver.setup()
+            yield saver
+        finally:
+            client.close()
+
+    def setup(self) -> None:
+        """Load the Lua scripts (idempotent). Storage needs no other set-up."""
+        for script in self._scripts.values():
+            self.client.script_load(script.script)  # type: ignore[attr-defined]
+
+    # -- driving plans ------------------------------------------------------------------
+    def _execute(self, op: Any) -> Any:
+        if isinstance(op, Script):
+            return self._scripts[op.name](keys=op.keys, args=op.args)  # type: ignore[operator]
+        if isinstance(op, Command):
+            return self.client.execute_command(*op.args)
+        if isinstance(op, Batch):
+            pipe = self.client.pipeline(transaction=False)
+            for command in op.commands:
+                pipe.execute_command(*command)
+            return pipe.execute()
+        if isinstance(op, ScanKeys):
+            return list(self.client.scan_iter(match=op.pattern, count=1000))
+        raise TypeError(f"unknown operation {op!r}")
+
+    def _drive_iter(self, plan: Plan[Any]) -> Iterator[Any]:
+        reply = None
+        while True:
+            try:
+                op = plan.send(reply)
+            except StopIteration as stop:
+                return stop.value
+            if isinstance(op, Emit):
+                reply = None
+                yield op.item
+            else:
+                reply = self._execute(op)
+
+    def _drive(self, plan: Plan[Any]) -> Any:
+        it = self._drive_iter(plan)
+        while True:
+            try:
+                next(it)
+            except StopIteration as stop:
+                return stop.value
+
+    # -- the checkpointer contract --------------------------------------------------------
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return self._drive(self.core.get_tuple(config))
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        yield from self._drive_iter(self.core.list(config, filter=filter, before=before, limit=limit))
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        return self._drive(self.core.put(config, checkpoint, metadata, new_versions))
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        self._drive(self.core.put_writes(config, writes, task_id, task_path))
+
+    def delete_thread(self, thread_id: str) -> None:
+        self._drive(self.core.delete_thread(thread_id))
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        self._drive(self.core.delete_for_runs(run_ids))
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        self._drive(self.core.copy_thread(source_thread_id, target_thread_id))
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        self._drive(self.core.prune(thread_ids, strategy=strategy))
+
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        return self._drive(self.core.get_delta_channel_history(config, channels))
+
+    # -- async twins: the sync calls in a worker thread ------------------------------------
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return await asyncio.to_thread(self.get_tuple, config)
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        items = await asyncio.to_thread(
+            lambda: list(self.list(config, filter=filter, before=before, limit=limit))
+        )
+        for item in items:
+            yield item
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        await asyncio.to_thread(self.delete_thread, thread_id)
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        await asyncio.to_thread(self.delete_for_runs, run_ids)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        return await asyncio.to_thread(
+            self.get_delta_channel_history, config=config, channels=channels
+        )
