@@ -1,0 +1,170 @@
+"""Small real LangGraph graphs shared by the tests, the demo and the benchmarks."""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Sequence
+from typing import Annotated, Any
+
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
+from langchain_core.tools import tool
+from langgraph.channels.delta import DeltaChannel
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.prebuilt import ToolNode
+from langgraph.types import Send, interrupt
+from typing_extensions import TypedDict
+
+
+class MessagesState(TypedDict):
+    messages: Annotated[list[AnyMessage], add_messages]
+
+
+@tool
+def lookup(query: str) -> str:
+    """Look a query up (deterministic, no side effects)."""
+    return f"result for {query}"
+
+
+def react_graph(rounds: int, payload: int = 200) -> StateGraph:
+    """A ReAct-shaped loop: the 'model' asks for one tool call per round, `rounds` times."""
+
+    def agent(state: MessagesState) -> dict[str, Any]:
+        done = sum(isinstance(m, ToolMessage) for m in state["messages"])
+        if done >= rounds:
+            return {"messages": [AIMessage(content="final answer", id=f"ai-final")]}
+        return {
+            "messages": [
+                AIMessage(
+                    content="x" * payload,
+                    id=f"ai-{done}",
+                    tool_calls=[{"name": "lookup", "args": {"query": f"q{done}"}, "id": f"call_{done}"}],
+                )
+            ]
+        }
+
+    def route(state: MessagesState) -> str:
+        last = state["messages"][-1]
+        return "tools" if isinstance(last, AIMessage) and last.tool_calls else END
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("agent", agent)
+    builder.add_node("tools", ToolNode([lookup]))
+    builder.add_edge(START, "agent")
+    builder.add_conditional_edges("agent", route, ["tools", END])
+    builder.add_edge("tools", "agent")
+    return builder
+
+
+def react_input(text: str = "hello") -> dict[str, Any]:
+    return {"messages": [HumanMessage(content=text, id="human-0")]}
+
+
+class ApprovalState(TypedDict):
+    request: str
+    decision: str
+
+
+def approval_graph() -> StateGraph:
+    def ask(state: ApprovalState) -> dict[str, Any]:
+        return {"decision": interrupt({"question": f"approve {state['request']}?"})}
+
+    def act(state: ApprovalState) -> dict[str, Any]:
+        return {"request": state["request"] + f" [{state['decision']}]"}
+
+    builder = StateGraph(ApprovalState)
+    builder.add_node("ask", ask)
+    builder.add_node("act", act)
+    builder.add_edge(START, "ask")
+    builder.add_edge("ask", "act")
+    builder.add_edge("act", END)
+    return builder
+
+
+class ParentState(TypedDict):
+    log: Annotated[list[str], operator.add]
+
+
+def subgraph_graph() -> StateGraph:
+    def inner_one(state: ParentState) -> dict[str, Any]:
+        return {"log": ["inner_one"]}
+
+    def inner_two(state: ParentState) -> dict[str, Any]:
+        answer = interrupt("inner question")
+        return {"log": [f"inner_two:{answer}"]}
+
+    inner = StateGraph(ParentState)
+    inner.add_node("inner_one", inner_one)
+    inner.add_node("inner_two", inner_two)
+    inner.add_edge(START, "inner_one")
+    inner.add_edge("inner_one", "inner_two")
+    inner.add_edge("inner_two", END)
+
+    outer = StateGraph(ParentState)
+    outer.add_node("before", lambda s: {"log": ["before"]})
+    outer.add_node("child", inner.compile())
+    outer.add_node("after", lambda s: {"log": ["after"]})
+    outer.add_edge(START, "before")
+    outer.add_edge("before", "child")
+    outer.add_edge("child", "after")
+    outer.add_edge("after", END)
+    return outer
+
+
+class FanState(TypedDict):
+    items: list[int]
+    results: Annotated[list[str], operator.add]
+
+
+def fan_out_graph(calls: dict[int, int], fail_once: set[int]) -> StateGraph:
+    """Send one worker per item; items in `fail_once` raise on their first attempt."""
+
+    def worker(arg: dict[str, int]) -> dict[str, Any]:
+        item = arg["item"]
+        calls[item] = calls.get(item, 0) + 1
+        if item in fail_once and calls[item] == 1:
+            raise RuntimeError(f"worker {item} failed")
+        return {"results": [f"done {item}"]}
+
+    builder = StateGraph(FanState)
+    builder.add_node("worker", worker)
+    builder.add_conditional_edges(START, lambda s: [Send("worker", {"item": i}) for i in s["items"]])
+    builder.add_edge("worker", END)
+    return builder
+
+
+def _extend(state: list[int], writes: Sequence[list[int]]) -> list[int]:
+    return state + [x for w in writes for x in w]
+
+
+class DeltaState(TypedDict):
+    items: Annotated[list[int], DeltaChannel(_extend, snapshot_frequency=3)]
+    n: int
+
+
+def delta_graph(steps: int) -> StateGraph:
+    def step(state: DeltaState) -> dict[str, Any]:
+        return {"items": [state["n"]], "n": state["n"] + 1}
+
+    builder = StateGraph(DeltaState)
+    builder.add_node("step", step)
+    builder.add_edge(START, "step")
+    builder.add_conditional_edges("step", lambda s: "step" if s["n"] < steps else END, ["step", END])
+    return builder
+
+
+class CounterState(TypedDict):
+    value: int
+    trail: Annotated[list[str], operator.add]
+
+
+def counter_graph() -> StateGraph:
+    builder = StateGraph(CounterState)
+    builder.add_node("a", lambda s: {"value": s["value"] + 1, "trail": ["a"]})
+    builder.add_node("b", lambda s: {"value": s["value"] * 10, "trail": ["b"]})
+    builder.add_node("c", lambda s: {"value": s["value"] - 3, "trail": ["c"]})
+    builder.add_edge(START, "a")
+    builder.add_edge("a", "b")
+    builder.add_edge("b", "c")
+    builder.add_edge("c", END)
+    return builder

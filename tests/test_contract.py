@@ -1,0 +1,285 @@
+"""Checkpointer contract details other Redis savers get wrong, one test each."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+from langgraph.checkpoint.base import (
+    ERROR,
+    INTERRUPT,
+    RESUME,
+    CheckpointTuple,
+    empty_checkpoint,
+)
+from langgraph.checkpoint.base.id import uuid6
+from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+from langgraph_durable import (
+    AsyncRedisSaver,
+    ConfigurationError,
+    InvalidConfigError,
+    RedisSaver,
+)
+from langgraph_durable.core import Batch, Command, Script
+
+
+@pytest.fixture
+def saver(redis_url: str, key_prefix: str) -> Iterator[RedisSaver]:
+    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as s:
+        yield s
+
+
+def config(thread_id: str, ns: str = "", checkpoint_id: str | None = None) -> dict[str, Any]:
+    conf: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": ns}
+    if checkpoint_id:
+        conf["checkpoint_id"] = checkpoint_id
+    return {"configurable": conf}
+
+
+def put(
+    saver: RedisSaver,
+    thread_id: str,
+    values: dict[str, Any],
+    *,
+    parent: dict | None = None,
+    ns: str = "",
+    metadata: dict | None = None,
+    versions: dict[str, str] | None = None,
+    checkpoint_id: str | None = None,
+) -> dict[str, Any]:
+    cp = empty_checkpoint()
+    if checkpoint_id:
+        cp["id"] = checkpoint_id
+    cp["channel_values"] = dict(values)
+    cp["channel_versions"] = versions or {k: saver.get_next_version(None, None) for k in values}
+    new_versions = {k: cp["channel_versions"][k] for k in values}
+    cfg = parent or config(thread_id, ns)
+    return saver.put(cfg, cp, metadata or {"source": "loop", "step": 0}, new_versions)
+
+
+class RoundTrips:
+    """Counts what the saver sends to Redis, by wrapping its executor."""
+
+    def __init__(self, saver: RedisSaver) -> None:
+        self.ops: list[Any] = []
+        inner = saver._execute
+
+        def counting(op: Any) -> Any:
+            self.ops.append(op)
+            return inner(op)
+
+        saver._execute = counting  # type: ignore[method-assign]
+
+    def reset(self) -> int:
+        n, self.ops = len(self.ops), []
+        return n
+
+
+def test_writes_before_put_are_kept(saver: RedisSaver) -> None:
+    """durability='async': put_writes for a checkpoint may arrive before its put."""
+    checkpoint_id = str(uuid6(clock_seq=-1))
+    target = config("early", checkpoint_id=checkpoint_id)
+    saver.put_writes(target, [("a", 1), ("b", 2)], task_id="t1", task_path="~p")
+    assert saver.get_tuple(target) is None  # no checkpoint yet
+    put(saver, "early", {"x": 1}, checkpoint_id=checkpoint_id)
+    tup = saver.get_tuple(target)
+    assert tup is not None and tup.pending_writes == [("t1", "a", 1), ("t1", "b", 2)]
+    # A repeated put of the same checkpoint neither hides nor clobbers them.
+    put(saver, "early", {"x": 1}, checkpoint_id=checkpoint_id)
+    assert saver.get_tuple(config("early")).pending_writes == [("t1", "a", 1), ("t1", "b", 2)]
+
+
+def test_pending_writes_order_first_write_wins_and_special_overwrite(saver: RedisSaver) -> None:
+    stored = put(saver, "order", {"x": 1})
+    saver.put_writes(stored, [("late", "z")], task_id="task-b", task_path="~2")
+    saver.put_writes(stored, [("c1", "first"), ("c2", "second")], task_id="task-a", task_path="~1")
+    saver.put_writes(stored, [("early", "y")], task_id="task-c", task_path="~0")
+    # Regular writes: first write wins per (task, idx).
+    saver.put_writes(stored, [("c1", "REPLACED")], task_id="task-a", task_path="~1")
+    # Special channels overwrite.
+    saver.put_writes(stored, [(INTERRUPT, "i1")], task_id="task-a", task_path="~1")
+    saver.put_writes(stored, [(INTERRUPT, "i2")], task_id="task-a", task_path="~1")
+    saver.put_writes(stored, [(ERROR, "e1"), (RESUME, "r1")], task_id="task-b", task_path="~2")
+    writes = saver.get_tuple(stored).pending_writes
+    assert writes == [
+        ("task-c", "early", "y"),
+        ("task-a", INTERRUPT, "i2"),
+        ("task-a", "c1", "first"),
+        ("task-a", "c2", "second"),
+        ("task-b", RESUME, "r1"),
+        ("task-b", ERROR, "e1"),
+        ("task-b", "late", "z"),
+    ]
+
+
+def test_list_across_threads_filters_before_and_root_namespace(saver: RedisSaver) -> None:
+    ids = []
+    for step in range(3):
+        parent = config("t1", checkpoint_id=ids[-1]) if ids else None
+        stored = put(saver, "t1", {"v": step}, parent=parent,
+                     metadata={"source": "loop", "step": step, "owner": "ann" if step else "bob"})
+        ids.append(stored["configurable"]["checkpoint_id"])
+    put(saver, "t2", {"v": 9}, metadata={"source": "input", "step": -1, "owner": "ann"})
+    put(saver, "t1", {"v": 7}, ns="child:1", metadata={"source": "loop", "step": 0, "owner": "ann"})
+
+    everything = list(saver.list(None))
+    assert {t.config["configurable"]["thread_id"] for t in everything} == {"t1", "t2"}
+    assert len(everything) == 5
+    anns = list(saver.list(None, filter={"owner": "ann"}))
+    assert len(anns) == 4
+    assert [t.metadata["step"] for t in saver.list(config("t1"), filter={"owner": "ann", "step": 2})] == [2]
+    root = list(saver.list(config("t1", "")))
+    assert [t.checkpoint["id"] for t in root] == ids[::-1]
+    before = list(saver.list(config("t1", ""), before=config("t1", checkpoint_id=ids[2])))
+    assert [t.checkpoint["id"] for t in before] == [ids[1], ids[0]]
+    assert [t.checkpoint["id"] for t in saver.list(config("t1", ""), limit=2)] == ids[:0:-1]
+    all_ns = list(saver.list({"configurable": {"thread_id": "t1"}}))
+    assert len(all_ns) == 4
+    assert [t.checkpoint["id"] for t in all_ns] == sorted((t.checkpoint["id"] for t in all_ns), reverse=True)
+    assert list(saver.list(None, limit=0)) == []
+
+
+def test_round_trips(saver: RedisSaver) -> None:
+    trips = RoundTrips(saver)
+    stored = None
+    for step in range(70):
+        stored = put(saver, "rt", {"v": step, "big": "x" * 100}, parent=stored,
+                     metadata={"source": "loop", "step": step})
+    assert trips.reset() == 70, "put is one round trip"
+    saver.put_writes(stored, [("a", 1), ("b", 2), (ERROR, "e")], task_id="t")
+    assert trips.reset() == 1, "put_writes is one round trip"
+    assert saver.get_tuple(config("rt")) is not None
+    assert trips.reset() == 2, "get_tuple(latest) is two round trips"
+    assert len(list(saver.list(config("rt"), limit=10))) == 10
+    assert trips.reset() == 2, "a page of list is two round trips"
+    assert len(list(saver.list(config("rt")))) == 70
+    assert trips.reset() == 3 * 2, "70 checkpoints are three pages"
+    assert all(isinstance(op, (Script, Command, Batch)) for op in trips.ops)
+
+
+def test_unchanged_channels_are_not_rewritten(saver: RedisSaver, redis_client: redis.Redis) -> None:
+    versions = {"a": saver.get_next_version(None, None), "b": saver.get_next_version(None, None)}
+    first = put(saver, "blobs", {"a": "A" * 1000, "b": "B"}, versions=versions)
+    keys = saver.keys.thread("blobs")
+    assert redis_client.hlen(keys.bl) == 2
+    cp = empty_checkpoint()
+    cp["channel_values"] = {"a": "A" * 1000, "b": "B2"}
+    cp["channel_versions"] = {"a": versions["a"], "b": saver.get_next_version(versions["b"], None)}
+    trips = RoundTrips(saver)
+    saver.put(first, cp, {"source": "loop", "step": 1}, {"b": cp["channel_versions"]["b"]})
+    (op,) = trips.ops
+    blob_fields = op.args[4::2]
+    assert blob_fields == [saver.keys.blob_field("", "b", cp["channel_versions"]["b"])]
+    assert redis_client.hlen(keys.bl) == 3
+    assert saver.get_tuple(config("blobs")).checkpoint["channel_values"] == {"a": "A" * 1000, "b": "B2"}
+
+
+def test_key_prefixes_isolate_savers(redis_url: str, key_prefix: str) -> None:
+    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix + "-a") as a, \
+            RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix + "-b") as b:
+        put(a, "shared", {"v": "from a"})
+        assert b.get_tuple(config("shared")) is None
+        assert list(b.list(None)) == []
+        put(b, "shared", {"v": "from b"})
+        assert a.get_tuple(config("shared")).checkpoint["channel_values"] == {"v": "from a"}
+        b.delete_thread("shared")
+        assert a.get_tuple(config("shared")) is not None
+        a.delete_thread("shared")
+
+
+def test_ttl_covers_every_key_and_is_refreshed(redis_url: str, key_prefix: str, redis_client: redis.Redis) -> None:
+    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix, ttl=100) as saver:
+        old = saver.get_next_version(None, None)
+        first = put(saver, "ttl", {"kept": "old value"}, versions={"kept": old})
+        keys = saver.keys.thread("ttl")
+        for key in (keys.cps, keys.cp, keys.bl, keys.runs):
+            assert 90 <= redis_client.ttl(key) <= 100, key
+        redis_client.expire(keys.bl, 5)  # as if the old value were written long ago
+        cp = empty_checkpoint()
+        cp["channel_values"] = {"kept": "old value"}
+        cp["channel_versions"] = {"kept": old}
+        saver.put(first, cp, {"source": "loop", "step": 1}, {})  # no new values at all
+        assert redis_client.ttl(keys.bl) > 90, "a value the thread still references lives on"
+        saver.put_writes(saver.get_tuple(config("ttl")).config, [("w", 1)], task_id="t")
+        assert redis_client.ttl(keys.wix) > 90 and redis_client.ttl(keys.wr) > 90
+
+
+def test_serde_is_pluggable_and_encrypted_data_is_opaque(redis_url: str, key_prefix: str, redis_client: redis.Redis) -> None:
+    serde = EncryptedSerializer.from_pycryptodome_aes(key=b"0123456789abcdef") if _has_crypto() else None
+    if serde is None:
+        pytest.skip("pycryptodome not installed")
+    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix, serde=serde) as saver:
+        put(saver, "secret", {"card": "4111-1111-1111-1111"})
+        assert saver.get_tuple(config("secret")).checkpoint["channel_values"] == {"card": "4111-1111-1111-1111"}
+        raw = b"".join(redis_client.hvals(saver.keys.thread("secret").bl))
+        assert b"4111" not in raw
+
+
+def _has_crypto() -> bool:
+    try:
+        import Crypto  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def test_default_serde_does_not_unpickle(saver: RedisSaver) -> None:
+    assert isinstance(saver.serde, JsonPlusSerializer) or hasattr(saver.serde, "serde")
+    assert getattr(saver.serde, "pickle_fallback", False) is False
+
+
+def test_bad_input_gets_typed_errors(redis_url: str) -> None:
+    with pytest.raises(ConfigurationError, match="decode_responses=False"):
+        RedisSaver(redis.Redis.from_url(redis_url, decode_responses=True))
+    with pytest.raises(ConfigurationError, match="redis.asyncio"):
+        AsyncRedisSaver(redis.Redis.from_url(redis_url))  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="must not contain"):
+        RedisSaver(redis.Redis.from_url(redis_url), key_prefix="a{b}")
+    with pytest.raises(ConfigurationError, match="ttl"):
+        RedisSaver(redis.Redis.from_url(redis_url), ttl=-5)
+    saver = RedisSaver(redis.Redis.from_url(redis_url))
+    with pytest.raises(InvalidConfigError, match="thread_id"):
+        saver.get_tuple({"configurable": {}})
+    with pytest.raises(InvalidConfigError, match="checkpoint_id"):
+        saver.put_writes(config("x"), [("a", 1)], task_id="t")
+    with pytest.raises(ValueError, match="unknown prune strategy"):
+        saver.prune(["x"], strategy="keep_none")
+
+
+def test_prune_empty_list_and_copy_thread_chain(saver: RedisSaver) -> None:
+    saver.prune([])
+    stored = None
+    for step in range(4):
+        stored = put(saver, "src", {"v": step}, parent=stored, metadata={"source": "loop", "step": step})
+        saver.put_writes(stored, [("w", step)], task_id=f"task{step}")
+    saver.copy_thread("src", "dst")
+    src = list(saver.list(config("src")))
+    dst = list(saver.list(config("dst")))
+    assert _comparable(src) == _comparable(dst)
+    assert [t.parent_config["configurable"]["thread_id"] for t in dst if t.parent_config] == ["dst"] * 3
+    saver.prune(["src"])
+    assert len(list(saver.list(config("src")))) == 1
+    assert len(list(saver.list(config("dst")))) == 4
+
+
+def _comparable(tuples: list[CheckpointTuple]) -> list[Any]:
+    return [
+        (t.checkpoint["id"], t.checkpoint["channel_values"], t.metadata, t.pending_writes,
+         t.parent_config and t.parent_config["configurable"]["checkpoint_id"])
+        for t in tuples
+    ]
+
+
+def test_ttl_expiry_deletes_the_whole_thread(redis_url: str, key_prefix: str, redis_client: redis.Redis) -> None:
+    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix, ttl=1) as saver:
+        put(saver, "short", {"v": 1})
+        deadline = time.monotonic() + 5
+        while saver.get_tuple(config("short")) is not None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert saver.get_tuple(config("short")) is None
+        assert not any(redis_client.exists(k) for k in saver.keys.thread("short").all())
