@@ -395,8 +395,8 @@ class SaverCore:
         args: list[str] = []
         for damage in damaged:
             for kind, field_, reason in damage.quarantine:
-                if reason.startswith(_CONFIG_REASONS):
-                    continue
+                if reason == "missing" or reason.startswith(_CONFIG_REASONS):
+                    continue  # nothing there to keep / maybe not damage at all
                 args += [kind, field_, self.keys.quarantine_field(kind, field_), reason]
         if args:
             yield Script("quarantine", tk.all(), args)
@@ -422,8 +422,13 @@ class SaverCore:
             results, _ = yield from self._read(tk, ["members", member])
             result = results[0]
             if isinstance(result, _Damage):
-                if result.reason.startswith("missing") and result.key == tk.cp:
-                    return None  # never stored (or deleted): not damage
+                if result.reason == "missing" and result.key == tk.cp:
+                    # Never stored, deleted, or quarantined by an earlier read: only the
+                    # last one is damage, and the quarantine remembers why.
+                    quarantined = yield Command(("HGET", tk.qt, self.keys.quarantine_field("cp", member)))
+                    if quarantined is None:
+                        return None
+                    result.reason = f"quarantined: {_quarantine_reason(quarantined)}"
                 raise CheckpointCorruptedError(
                     thread_id=thread_id,
                     checkpoint_ns=ns,
@@ -755,6 +760,14 @@ class SaverCore:
                 entry["seed"] = seeds[ch]
             result[ch] = entry
         return result
+
+
+def _quarantine_reason(entry: bytes) -> str:
+    try:
+        reason = msgpack.unpackb(entry, raw=True)[0]
+    except Exception:
+        return "unreadable quarantine entry"
+    return reason.decode(errors="replace") if isinstance(reason, bytes) else str(reason)
 
 
 def _prunable(decoded: dict[str, _Decoded], keep_last: int) -> set[str]:
