@@ -1,8 +1,8 @@
 """langgraph-durable: a LangGraph checkpointer on plain Redis that survives crashes.
 
-    from langgraph_durable import RedisSaver
-    with RedisSaver.from_conn_string("redis://localhost:6379") as saver:
-        graph = builder.compile(checkpointer=saver)
+from langgraph_durable import RedisSaver
+with RedisSaver.from_conn_string("redis://localhost:6379") as saver:
+    graph = builder.compile(checkpointer=saver)
 """
 
 from langgraph_durable.aio import AsyncRedisSaver

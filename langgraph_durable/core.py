@@ -160,9 +160,7 @@ def _thread_id(conf: Mapping[str, Any]) -> str:
     return str(conf["thread_id"])
 
 
-def checkpoint_config(
-    thread_id: str, checkpoint_ns: str, checkpoint_id: str
-) -> RunnableConfig:
+def checkpoint_config(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> RunnableConfig:
     return {
         "configurable": {
             "thread_id": thread_id,
@@ -203,7 +201,7 @@ class SaverCore:
         body = self.envelope.open(KeySchema.identity(kind, thread_id, field_), record)
         try:
             decoded = msgpack.unpackb(body, raw=False)
-        except Exception as exc:  # verified bytes that are not ours: a format bug
+        except (ValueError, msgpack.UnpackException) as exc:  # verified, yet not ours
             raise RecordDamagedError("undecodable body") from exc
         if not isinstance(decoded, list):
             raise RecordDamagedError("undecodable body")
@@ -378,7 +376,9 @@ class SaverCore:
         entries = yield Script("read_checkpoints", tk.all(), args)
         decoded = [self._decode_entry(tk, entry) for entry in entries]
         selected = [d for d in decoded if isinstance(d, _Damage) or wanted is None or wanted(d)]
-        fields = sorted({f for d in selected if isinstance(d, _Decoded) for f in self._blob_fields(d)})
+        fields = sorted(
+            {f for d in selected if isinstance(d, _Decoded) for f in self._blob_fields(d)}
+        )
         blobs: dict[str, bytes | None] = {}
         if fields:
             values = yield Command(("HMGET", tk.bl, *fields))
@@ -425,7 +425,9 @@ class SaverCore:
                 if result.reason == "missing" and result.key == tk.cp:
                     # Never stored, deleted, or quarantined by an earlier read: only the
                     # last one is damage, and the quarantine remembers why.
-                    quarantined = yield Command(("HGET", tk.qt, self.keys.quarantine_field("cp", member)))
+                    quarantined = yield Command(
+                        ("HGET", tk.qt, self.keys.quarantine_field("cp", member))
+                    )
                     if quarantined is None:
                         return None
                     result.reason = f"quarantined: {_quarantine_reason(quarantined)}"
@@ -449,7 +451,9 @@ class SaverCore:
             result = results[0]
             if isinstance(result, _Damage):
                 self._log_damage(tk, result, level=logging.WARNING)
-                report.skipped.append(SkippedCheckpoint(result.checkpoint_id, result.key, result.reason))
+                report.skipped.append(
+                    SkippedCheckpoint(result.checkpoint_id, result.key, result.reason)
+                )
                 before = result.checkpoint_id
                 continue
             if report.skipped or report.dropped_writes:
@@ -597,7 +601,11 @@ class SaverCore:
         copied_cps: list[Any] = []
         copied_wrs: list[Any] = []
         copied_bls: list[Any] = []
-        for kind, records, out in (("cp", cps, copied_cps), ("wr", wrs, copied_wrs), ("bl", bls, copied_bls)):
+        for kind, records, out in (
+            ("cp", cps, copied_cps),
+            ("wr", wrs, copied_wrs),
+            ("bl", bls, copied_bls),
+        ):
             for raw_field, record in sorted(records.items()):
                 field_ = _text(raw_field)
                 try:
@@ -605,7 +613,10 @@ class SaverCore:
                 except RecordDamagedError as exc:
                     logger.warning(
                         "langgraph-durable: copy_thread %r -> %r left out a damaged record %s: %s",
-                        src.thread_id, dst.thread_id, field_, exc.reason,
+                        src.thread_id,
+                        dst.thread_id,
+                        field_,
+                        exc.reason,
                     )
                     continue
                 out += [field_, self._seal(kind, dst.thread_id, field_, body)]
@@ -616,7 +627,14 @@ class SaverCore:
         yield Script(
             "restore_records",
             dst.all(),
-            [self._ttl_arg, len(copied_cps) // 3, len(copied_wrs) // 2, *copied_cps, *copied_wrs, *copied_bls],
+            [
+                self._ttl_arg,
+                len(copied_cps) // 3,
+                len(copied_wrs) // 2,
+                *copied_cps,
+                *copied_wrs,
+                *copied_bls,
+            ],
         )
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> Plan[None]:
@@ -628,9 +646,11 @@ class SaverCore:
             runs = yield Command(("HGETALL", tk.runs))
             doomed = {_text(m) for m, r in runs.items() if _text(r) in wanted_runs}
             if doomed:
-                yield from self._collect(tk, lambda decoded: doomed)
+                yield from self._collect(tk, lambda decoded, doomed=doomed: doomed)
 
-    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest", keep_last: int = 1) -> Plan[None]:
+    def prune(
+        self, thread_ids: Sequence[str], *, strategy: str = "keep_latest", keep_last: int = 1
+    ) -> Plan[None]:
         if strategy not in ("keep_latest", "delete"):
             raise ValueError(f"unknown prune strategy {strategy!r}: use 'keep_latest' or 'delete'")
         for thread_id in thread_ids:
@@ -655,7 +675,12 @@ class SaverCore:
         """
         for _ in range(PLAN_RETRIES):
             cps, count, newest, blob_fields = yield Batch(
-                [("HGETALL", tk.cp), ("ZCARD", tk.cps), ("ZREVRANGE", tk.cps, 0, 0), ("HKEYS", tk.bl)]
+                [
+                    ("HGETALL", tk.cp),
+                    ("ZCARD", tk.cps),
+                    ("ZREVRANGE", tk.cps, 0, 0),
+                    ("HKEYS", tk.bl),
+                ]
             )
             decoded: dict[str, _Decoded] = {}
             intact = True
@@ -666,8 +691,12 @@ class SaverCore:
                 else:
                     decoded[entry.member] = entry
             doomed = choose(decoded)
-            referenced = {f for m, d in decoded.items() if m not in doomed for f in self._blob_fields(d)}
-            garbage = [] if not intact else [f for f in map(_text, blob_fields) if f not in referenced]
+            referenced = {
+                f for m, d in decoded.items() if m not in doomed for f in self._blob_fields(d)
+            }
+            garbage = (
+                [] if not intact else [f for f in map(_text, blob_fields) if f not in referenced]
+            )
             if not doomed and not garbage:
                 return
             newest_member = _text(newest[0]) if newest else ""
@@ -678,7 +707,9 @@ class SaverCore:
             )
             if deleted != -1:
                 return
-        logger.warning("langgraph-durable: gave up pruning thread %r: it kept being written", tk.thread_id)
+        logger.warning(
+            "langgraph-durable: gave up pruning thread %r: it kept being written", tk.thread_id
+        )
 
     # -- DeltaChannel history ----------------------------------------------------------
     def get_delta_channel_history(
@@ -699,7 +730,11 @@ class SaverCore:
         collected: dict[str, list[PendingWrite]] = {c: [] for c in channels}
         seeds: dict[str, Any] = {}
         remaining = set(channels)
-        wanted_id = target.parent_config["configurable"]["checkpoint_id"] if target and target.parent_config else None
+        wanted_id = (
+            target.parent_config["configurable"]["checkpoint_id"]
+            if target and target.parent_config
+            else None
+        )
         cursor = target.checkpoint["id"] if target else None
         while wanted_id and remaining:
             upper, lower = self.keys.namespace_range(ns, cursor)
@@ -713,13 +748,22 @@ class SaverCore:
                     continue
                 if isinstance(d, _Damage):
                     raise CheckpointCorruptedError(
-                        thread_id=thread_id, checkpoint_ns=ns, checkpoint_id=d.checkpoint_id,
-                        key=d.key, reason=f"{d.reason} (an ancestor DeltaChannel history needs)",
+                        thread_id=thread_id,
+                        checkpoint_ns=ns,
+                        checkpoint_id=d.checkpoint_id,
+                        key=d.key,
+                        reason=f"{d.reason} (an ancestor DeltaChannel history needs)",
                     )
                 on_path.append(d)
                 wanted_id = d.parent_id
-            fields = sorted({self.keys.blob_field(ns, ch, d.checkpoint["channel_versions"][ch])
-                             for d in on_path for ch in remaining if ch in d.checkpoint.get("channel_versions", {})})
+            fields = sorted(
+                {
+                    self.keys.blob_field(ns, ch, d.checkpoint["channel_versions"][ch])
+                    for d in on_path
+                    for ch in remaining
+                    if ch in d.checkpoint.get("channel_versions", {})
+                }
+            )
             blobs = dict(zip(fields, (yield Command(("HMGET", tk.bl, *fields))))) if fields else {}
             for d in on_path:
                 if not remaining:
@@ -729,12 +773,17 @@ class SaverCore:
                         channel, type_, data = self._open("wr", thread_id, write_member, record)
                     except RecordDamagedError as exc:
                         raise CheckpointCorruptedError(
-                            thread_id=thread_id, checkpoint_ns=ns, checkpoint_id=d.checkpoint_id,
-                            key=tk.wr, reason=f"{exc.reason} write {write_member!r}",
+                            thread_id=thread_id,
+                            checkpoint_ns=ns,
+                            checkpoint_id=d.checkpoint_id,
+                            key=tk.wr,
+                            reason=f"{exc.reason} write {write_member!r}",
                         ) from exc
                     if channel in remaining:
                         task_id = self.keys.parse_write_member(write_member).task_id
-                        collected[channel].append((task_id, channel, self.serde.loads_typed((type_, data))))
+                        collected[channel].append(
+                            (task_id, channel, self.serde.loads_typed((type_, data)))
+                        )
                 for ch in list(remaining):
                     version = d.checkpoint.get("channel_versions", {}).get(ch)
                     if version is None:
@@ -746,8 +795,11 @@ class SaverCore:
                         if exc.reason == "missing":
                             continue
                         raise CheckpointCorruptedError(
-                            thread_id=thread_id, checkpoint_ns=ns, checkpoint_id=d.checkpoint_id,
-                            key=tk.bl, reason=f"{exc.reason} channel value {ch!r}",
+                            thread_id=thread_id,
+                            checkpoint_ns=ns,
+                            checkpoint_id=d.checkpoint_id,
+                            key=tk.bl,
+                            reason=f"{exc.reason} channel value {ch!r}",
                         ) from exc
                     if type_ != EMPTY:
                         seeds[ch] = self.serde.loads_typed((type_, data))
@@ -765,7 +817,7 @@ class SaverCore:
 def _quarantine_reason(entry: bytes) -> str:
     try:
         reason = msgpack.unpackb(entry, raw=True)[0]
-    except Exception:
+    except (ValueError, TypeError, IndexError, msgpack.UnpackException):
         return "unreadable quarantine entry"
     return reason.decode(errors="replace") if isinstance(reason, bytes) else str(reason)
 

@@ -63,14 +63,26 @@ def worker(url: str, thread_id: str, effects: Path, delay: float) -> None:
         resumed_from = state.metadata.get("step") if state.metadata else None
         value = None if state.next else {"topic": "durable agents", "notes": []}
         result = graph.invoke(value, config, durability="sync")
-        print(json.dumps({"resumed_from_step": resumed_from, "notes": len(result["notes"]),
-                          "seconds": round(time.monotonic() - started, 3)}), flush=True)
+        print(
+            json.dumps(
+                {
+                    "resumed_from_step": resumed_from,
+                    "notes": len(result["notes"]),
+                    "seconds": round(time.monotonic() - started, 3),
+                }
+            ),
+            flush=True,
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--redis-url", default=None)
-    parser.add_argument("--worker", nargs=3, metavar=("URL", "THREAD", "EFFECTS"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--worker", nargs=3, metavar=("URL", "THREAD", "EFFECTS"), help=argparse.SUPPRESS
+    )
     parser.add_argument("--delay", type=float, default=0.4)
     args = parser.parse_args(argv)
     if args.worker:
@@ -81,7 +93,17 @@ def main(argv: list[str] | None = None) -> int:
     thread_id = f"demo-{uuid.uuid4().hex[:8]}"
     effects = Path(tempfile.mkdtemp(prefix="lgd-demo-")) / "effects.jsonl"
     effects.touch()
-    cmd = [sys.executable, "-m", "langgraph_durable.demo", "--delay", str(args.delay), "--worker", url, thread_id, str(effects)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "langgraph_durable.demo",
+        "--delay",
+        str(args.delay),
+        "--worker",
+        url,
+        thread_id,
+        str(effects),
+    ]
     print(f"Redis: {url}   thread: {thread_id}")
     first = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     while len(effects.read_text().splitlines()) < 3:  # let three steps finish
@@ -95,15 +117,21 @@ def main(argv: list[str] | None = None) -> int:
     second = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=True)
     report = json.loads(second.stdout.strip().splitlines()[-1])
     timeline = [json.loads(line)["step"] for line in effects.read_text().splitlines()]
-    print(f"fresh worker resumed from checkpoint at step {report['resumed_from_step']} "
-          f"and finished in {time.monotonic() - killed_at:.2f}s")
+    print(
+        f"fresh worker resumed from checkpoint at step {report['resumed_from_step']} "
+        f"and finished in {time.monotonic() - killed_at:.2f}s"
+    )
     print("timeline of step effects:", " -> ".join(timeline))
     repeated = sorted({s for s in timeline if timeline.count(s) > 1})
     complete = set(timeline) == set(STEPS) and report["notes"] == len(STEPS)
     print(f"steps repeated after the crash: {repeated or 'none'}")
     ok = complete and not repeated
-    print("VERDICT:", "OK: resumed from the last checkpoint, no finished step lost or repeated"
-          if ok else "FAILED")
+    print(
+        "VERDICT:",
+        "OK: resumed from the last checkpoint, no finished step lost or repeated"
+        if ok
+        else "FAILED",
+    )
     return 0 if ok else 1
 
 

@@ -40,9 +40,13 @@ def _alive(port: int) -> bool:
 class EmbeddedRedis:
     """A local server in ``data_dir``: ``url`` starts it, or finds the running one."""
 
-    def __init__(self, data_dir: str | os.PathLike[str] = DEFAULT_DATA_DIR, *, appendfsync: str = "everysec") -> None:
+    def __init__(
+        self, data_dir: str | os.PathLike[str] = DEFAULT_DATA_DIR, *, appendfsync: str = "everysec"
+    ) -> None:
         if appendfsync not in ("always", "everysec", "no"):
-            raise ConfigurationError(f"appendfsync must be always, everysec or no, not {appendfsync!r}")
+            raise ConfigurationError(
+                f"appendfsync must be always, everysec or no, not {appendfsync!r}"
+            )
         self.data_dir = Path(data_dir).resolve()
         self.appendfsync = appendfsync
 
@@ -75,16 +79,35 @@ class EmbeddedRedis:
         self.pid_file.unlink(missing_ok=True)  # stale: its server no longer answers
         port = _free_port()
         subprocess.run(
-            [binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(self.data_dir),
-             "--appendonly", "yes", "--appendfsync", self.appendfsync, "--save", "",
-             "--daemonize", "yes", "--pidfile", str(self.pid_file),
-             "--logfile", str(self.data_dir / "redis.log")],
+            [
+                binary,
+                "--port",
+                str(port),
+                "--bind",
+                "127.0.0.1",
+                "--dir",
+                str(self.data_dir),
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                self.appendfsync,
+                "--save",
+                "",
+                "--daemonize",
+                "yes",
+                "--pidfile",
+                str(self.pid_file),
+                "--logfile",
+                str(self.data_dir / "redis.log"),
+            ],
             check=True,
         )
         deadline = time.monotonic() + 10
         while not _alive(port):
             if time.monotonic() > deadline:
-                raise ConfigurationError(f"{binary} did not start; see {self.data_dir / 'redis.log'}")
+                raise ConfigurationError(
+                    f"{binary} did not start; see {self.data_dir / 'redis.log'}"
+                )
             time.sleep(0.05)
         self.port_file.write_text(str(port))
         return f"redis://127.0.0.1:{port}/0"

@@ -130,7 +130,11 @@ class KeySchema:
     def namespace_range(self, checkpoint_ns: str, before_id: str | None = None) -> tuple[str, str]:
         """(max, min) ZREVRANGEBYLEX bounds over one namespace's checkpoints, newest first."""
         ns = _escape_component(checkpoint_ns) + SEP
-        upper = "(" + ns + before_id if before_id else "(" + _escape_component(checkpoint_ns) + _SEP_AFTER
+        upper = (
+            "(" + ns + before_id
+            if before_id
+            else "(" + _escape_component(checkpoint_ns) + _SEP_AFTER
+        )
         return upper, "[" + ns
 
     def all_checkpoints_range(self) -> tuple[str, str]:
@@ -151,7 +155,7 @@ class KeySchema:
         return "[" + checkpoint_member + SEP, "(" + checkpoint_member + _SEP_AFTER
 
     # -- channel values -----------------------------------------------------------------
-    def blob_field(self, checkpoint_ns: str, channel: str, version: str | int | float) -> str:
+    def blob_field(self, checkpoint_ns: str, channel: str, version: str | float) -> str:
         return _join(checkpoint_ns, channel, str(version))
 
     def parse_blob_field(self, field: str | bytes) -> tuple[str, str, str]:

@@ -42,7 +42,9 @@ class RedisSaver(BaseRedisSaver):
 
     @classmethod
     @contextmanager
-    def from_conn_string(cls, url: str, *, cluster: bool = False, **options: Any) -> Iterator[RedisSaver]:
+    def from_conn_string(
+        cls, url: str, *, cluster: bool = False, **options: Any
+    ) -> Iterator[RedisSaver]:
         """A ready saver on a new connection to ``url``, closed on exit."""
         client: SyncClient = (
             redis.cluster.RedisCluster.from_url(url) if cluster else redis.Redis.from_url(url)
@@ -107,7 +109,9 @@ class RedisSaver(BaseRedisSaver):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
-        yield from self._drive_iter(self.core.list(config, filter=filter, before=before, limit=limit))
+        yield from self._drive_iter(
+            self.core.list(config, filter=filter, before=before, limit=limit)
+        )
 
     def put(
         self,

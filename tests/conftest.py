@@ -45,8 +45,19 @@ def redis_url() -> Iterator[str]:
     port = _free_port()
     workdir = tempfile.mkdtemp(prefix="lgd-redis-")
     proc = subprocess.Popen(
-        [_server_binary(), "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-         "--appendonly", "no", "--dir", workdir],
+        [
+            _server_binary(),
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            workdir,
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

@@ -32,13 +32,15 @@ def react_graph(rounds: int, payload: int = 200) -> StateGraph:
     def agent(state: MessagesState) -> dict[str, Any]:
         done = sum(isinstance(m, ToolMessage) for m in state["messages"])
         if done >= rounds:
-            return {"messages": [AIMessage(content="final answer", id=f"ai-final")]}
+            return {"messages": [AIMessage(content="final answer", id="ai-final")]}
         return {
             "messages": [
                 AIMessage(
                     content="x" * payload,
                     id=f"ai-{done}",
-                    tool_calls=[{"name": "lookup", "args": {"query": f"q{done}"}, "id": f"call_{done}"}],
+                    tool_calls=[
+                        {"name": "lookup", "args": {"query": f"q{done}"}, "id": f"call_{done}"}
+                    ],
                 )
             ]
         }
@@ -128,7 +130,9 @@ def fan_out_graph(calls: dict[int, int], fail_once: set[int]) -> StateGraph:
 
     builder = StateGraph(FanState)
     builder.add_node("worker", worker)
-    builder.add_conditional_edges(START, lambda s: [Send("worker", {"item": i}) for i in s["items"]])
+    builder.add_conditional_edges(
+        START, lambda s: [Send("worker", {"item": i}) for i in s["items"]]
+    )
     builder.add_edge("worker", END)
     return builder
 
@@ -149,7 +153,9 @@ def delta_graph(steps: int) -> StateGraph:
     builder = StateGraph(DeltaState)
     builder.add_node("step", step)
     builder.add_edge(START, "step")
-    builder.add_conditional_edges("step", lambda s: "step" if s["n"] < steps else END, ["step", END])
+    builder.add_conditional_edges(
+        "step", lambda s: "step" if s["n"] < steps else END, ["step", END]
+    )
     return builder
 
 

@@ -7,7 +7,6 @@ The report is printed, so `pytest -s` (and CI's log) shows it.
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -72,7 +71,7 @@ class _SyncCM:
     async def __aenter__(self) -> RedisSaver:
         return self.cm.__enter__()
 
-    async def __aexit__(self, *exc: Any) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         self.cm.__exit__(*exc)
 
 
@@ -97,9 +96,7 @@ async def test_conformance(name: str, make: Any, redis_url: str) -> None:
     report.print_report()
     results = report.results
     assert {c.value for c in ALL_CAPABILITIES} <= set(results), results.keys()
-    failures = {
-        cap: r.failures for cap, r in results.items() if not (r.detected and r.passed)
-    }
+    failures = {cap: r.failures for cap, r in results.items() if not (r.detected and r.passed)}
     assert not failures, failures
     assert all(r.tests_passed > 0 for r in results.values()), {
         cap: r.tests_passed for cap, r in results.items()

@@ -121,8 +121,13 @@ def test_list_across_threads_filters_before_and_root_namespace(saver: RedisSaver
     ids = []
     for step in range(3):
         parent = config("t1", checkpoint_id=ids[-1]) if ids else None
-        stored = put(saver, "t1", {"v": step}, parent=parent,
-                     metadata={"source": "loop", "step": step, "owner": "ann" if step else "bob"})
+        stored = put(
+            saver,
+            "t1",
+            {"v": step},
+            parent=parent,
+            metadata={"source": "loop", "step": step, "owner": "ann" if step else "bob"},
+        )
         ids.append(stored["configurable"]["checkpoint_id"])
     put(saver, "t2", {"v": 9}, metadata={"source": "input", "step": -1, "owner": "ann"})
     put(saver, "t1", {"v": 7}, ns="child:1", metadata={"source": "loop", "step": 0, "owner": "ann"})
@@ -132,7 +137,9 @@ def test_list_across_threads_filters_before_and_root_namespace(saver: RedisSaver
     assert len(everything) == 5
     anns = list(saver.list(None, filter={"owner": "ann"}))
     assert len(anns) == 4
-    assert [t.metadata["step"] for t in saver.list(config("t1"), filter={"owner": "ann", "step": 2})] == [2]
+    assert [
+        t.metadata["step"] for t in saver.list(config("t1"), filter={"owner": "ann", "step": 2})
+    ] == [2]
     root = list(saver.list(config("t1", "")))
     assert [t.checkpoint["id"] for t in root] == ids[::-1]
     before = list(saver.list(config("t1", ""), before=config("t1", checkpoint_id=ids[2])))
@@ -140,7 +147,9 @@ def test_list_across_threads_filters_before_and_root_namespace(saver: RedisSaver
     assert [t.checkpoint["id"] for t in saver.list(config("t1", ""), limit=2)] == ids[:0:-1]
     all_ns = list(saver.list({"configurable": {"thread_id": "t1"}}))
     assert len(all_ns) == 4
-    assert [t.checkpoint["id"] for t in all_ns] == sorted((t.checkpoint["id"] for t in all_ns), reverse=True)
+    assert [t.checkpoint["id"] for t in all_ns] == sorted(
+        (t.checkpoint["id"] for t in all_ns), reverse=True
+    )
     assert list(saver.list(None, limit=0)) == []
 
 
@@ -148,8 +157,13 @@ def test_round_trips(saver: RedisSaver) -> None:
     trips = RoundTrips(saver)
     stored = None
     for step in range(70):
-        stored = put(saver, "rt", {"v": step, "big": "x" * 100}, parent=stored,
-                     metadata={"source": "loop", "step": step})
+        stored = put(
+            saver,
+            "rt",
+            {"v": step, "big": "x" * 100},
+            parent=stored,
+            metadata={"source": "loop", "step": step},
+        )
     assert trips.reset() == 70, "put is one round trip"
     saver.put_writes(stored, [("a", 1), ("b", 2), (ERROR, "e")], task_id="t")
     assert trips.reset() == 1, "put_writes is one round trip"
@@ -176,12 +190,17 @@ def test_unchanged_channels_are_not_rewritten(saver: RedisSaver, redis_client: r
     blob_fields = op.args[4::2]
     assert blob_fields == [saver.keys.blob_field("", "b", cp["channel_versions"]["b"])]
     assert redis_client.hlen(keys.bl) == 3
-    assert saver.get_tuple(config("blobs")).checkpoint["channel_values"] == {"a": "A" * 1000, "b": "B2"}
+    assert saver.get_tuple(config("blobs")).checkpoint["channel_values"] == {
+        "a": "A" * 1000,
+        "b": "B2",
+    }
 
 
 def test_key_prefixes_isolate_savers(redis_url: str, key_prefix: str) -> None:
-    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix + "-a") as a, \
-            RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix + "-b") as b:
+    with (
+        RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix + "-a") as a,
+        RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix + "-b") as b,
+    ):
         put(a, "shared", {"v": "from a"})
         assert b.get_tuple(config("shared")) is None
         assert list(b.list(None)) == []
@@ -192,7 +211,9 @@ def test_key_prefixes_isolate_savers(redis_url: str, key_prefix: str) -> None:
         a.delete_thread("shared")
 
 
-def test_ttl_covers_every_key_and_is_refreshed(redis_url: str, key_prefix: str, redis_client: redis.Redis) -> None:
+def test_ttl_covers_every_key_and_is_refreshed(
+    redis_url: str, key_prefix: str, redis_client: redis.Redis
+) -> None:
     with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix, ttl=100) as saver:
         old = saver.get_next_version(None, None)
         first = put(saver, "ttl", {"kept": "old value"}, versions={"kept": old})
@@ -209,13 +230,21 @@ def test_ttl_covers_every_key_and_is_refreshed(redis_url: str, key_prefix: str, 
         assert redis_client.ttl(keys.wix) > 90 and redis_client.ttl(keys.wr) > 90
 
 
-def test_serde_is_pluggable_and_encrypted_data_is_opaque(redis_url: str, key_prefix: str, redis_client: redis.Redis) -> None:
-    serde = EncryptedSerializer.from_pycryptodome_aes(key=b"0123456789abcdef") if _has_crypto() else None
+def test_serde_is_pluggable_and_encrypted_data_is_opaque(
+    redis_url: str, key_prefix: str, redis_client: redis.Redis
+) -> None:
+    serde = (
+        EncryptedSerializer.from_pycryptodome_aes(key=b"0123456789abcdef")
+        if _has_crypto()
+        else None
+    )
     if serde is None:
         pytest.skip("pycryptodome not installed")
     with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix, serde=serde) as saver:
         put(saver, "secret", {"card": "4111-1111-1111-1111"})
-        assert saver.get_tuple(config("secret")).checkpoint["channel_values"] == {"card": "4111-1111-1111-1111"}
+        assert saver.get_tuple(config("secret")).checkpoint["channel_values"] == {
+            "card": "4111-1111-1111-1111"
+        }
         raw = b"".join(redis_client.hvals(saver.keys.thread("secret").bl))
         assert b"4111" not in raw
 
@@ -255,13 +284,17 @@ def test_prune_empty_list_and_copy_thread_chain(saver: RedisSaver) -> None:
     saver.prune([])
     stored = None
     for step in range(4):
-        stored = put(saver, "src", {"v": step}, parent=stored, metadata={"source": "loop", "step": step})
+        stored = put(
+            saver, "src", {"v": step}, parent=stored, metadata={"source": "loop", "step": step}
+        )
         saver.put_writes(stored, [("w", step)], task_id=f"task{step}")
     saver.copy_thread("src", "dst")
     src = list(saver.list(config("src")))
     dst = list(saver.list(config("dst")))
     assert _comparable(src) == _comparable(dst)
-    assert [t.parent_config["configurable"]["thread_id"] for t in dst if t.parent_config] == ["dst"] * 3
+    assert [t.parent_config["configurable"]["thread_id"] for t in dst if t.parent_config] == [
+        "dst"
+    ] * 3
     saver.prune(["src"])
     assert len(list(saver.list(config("src")))) == 1
     assert len(list(saver.list(config("dst")))) == 4
@@ -269,13 +302,20 @@ def test_prune_empty_list_and_copy_thread_chain(saver: RedisSaver) -> None:
 
 def _comparable(tuples: list[CheckpointTuple]) -> list[Any]:
     return [
-        (t.checkpoint["id"], t.checkpoint["channel_values"], t.metadata, t.pending_writes,
-         t.parent_config and t.parent_config["configurable"]["checkpoint_id"])
+        (
+            t.checkpoint["id"],
+            t.checkpoint["channel_values"],
+            t.metadata,
+            t.pending_writes,
+            t.parent_config and t.parent_config["configurable"]["checkpoint_id"],
+        )
         for t in tuples
     ]
 
 
-def test_ttl_expiry_deletes_the_whole_thread(redis_url: str, key_prefix: str, redis_client: redis.Redis) -> None:
+def test_ttl_expiry_deletes_the_whole_thread(
+    redis_url: str, key_prefix: str, redis_client: redis.Redis
+) -> None:
     with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix, ttl=1) as saver:
         put(saver, "short", {"v": 1})
         deadline = time.monotonic() + 5

@@ -66,11 +66,15 @@ def cfg(thread_id: str) -> dict[str, Any]:
     return {"configurable": {"thread_id": thread_id}}
 
 
-async def test_react_loop_matches_in_memory(runner: Runner, redis_url: str, key_prefix: str) -> None:
+async def test_react_loop_matches_in_memory(
+    runner: Runner, redis_url: str, key_prefix: str
+) -> None:
     graph = runner.compile(graphs.react_graph(rounds=5))
     out = await runner.invoke(graph, graphs.react_input(), cfg("react"))
-    expected = graphs.react_graph(rounds=5).compile(checkpointer=InMemorySaver()).invoke(
-        graphs.react_input(), cfg("react")
+    expected = (
+        graphs.react_graph(rounds=5)
+        .compile(checkpointer=InMemorySaver())
+        .invoke(graphs.react_input(), cfg("react"))
     )
     assert _shape(out) == _shape(expected)
     assert len(out["messages"]) == 1 + 5 * 2 + 1
@@ -104,7 +108,12 @@ async def test_subgraph_namespaces(runner: Runner) -> None:
     done = await runner.invoke(graph, Command(resume="42"), cfg("sub"))
     assert done["log"] == ["before", "before", "inner_one", "inner_two:42", "after"]
     # root-namespace listing holds only root checkpoints
-    root = [t async for t in _alist(runner.saver, {"configurable": {"thread_id": "sub", "checkpoint_ns": ""}})]
+    root = [
+        t
+        async for t in _alist(
+            runner.saver, {"configurable": {"thread_id": "sub", "checkpoint_ns": ""}}
+        )
+    ]
     assert root and all(t.config["configurable"]["checkpoint_ns"] == "" for t in root)
     every = [t async for t in _alist(runner.saver, {"configurable": {"thread_id": "sub"}})]
     assert any(t.config["configurable"]["checkpoint_ns"] for t in every)
@@ -115,7 +124,9 @@ async def _alist(saver: Any, config: Any, **kw: Any) -> AsyncIterator[Any]:
         yield item
 
 
-async def test_failed_send_branch_retries_without_rerunning_the_successful_one(runner: Runner) -> None:
+async def test_failed_send_branch_retries_without_rerunning_the_successful_one(
+    runner: Runner,
+) -> None:
     calls: dict[int, int] = {}
     graph = runner.compile(graphs.fan_out_graph(calls, fail_once={2}))
     with pytest.raises(RuntimeError, match="worker 2 failed"):
@@ -145,7 +156,9 @@ async def test_update_state_history_and_time_travel(runner: Runner) -> None:
     assert original.values == out
 
 
-async def test_delta_channel_survives_reload_and_prune(runner: Runner, redis_url: str, key_prefix: str) -> None:
+async def test_delta_channel_survives_reload_and_prune(
+    runner: Runner, redis_url: str, key_prefix: str
+) -> None:
     graph = runner.compile(graphs.delta_graph(steps=10))
     out = await runner.invoke(graph, {"items": [], "n": 0}, cfg("delta"))
     assert out == {"items": list(range(10)), "n": 10}

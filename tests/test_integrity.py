@@ -44,7 +44,11 @@ def test_any_bit_flip_or_truncation_is_detected(body: bytes, data: st.DataObject
 def test_record_under_another_identity_is_rejected() -> None:
     envelope = Envelope()
     record = envelope.seal(KeySchema.identity("bl", "t1", "ns\x00ch\x001"), b"body")
-    for other in (("bl", "t2", "ns\x00ch\x001"), ("bl", "t1", "ns\x00ch\x002"), ("wr", "t1", "ns\x00ch\x001")):
+    for other in (
+        ("bl", "t2", "ns\x00ch\x001"),
+        ("bl", "t1", "ns\x00ch\x002"),
+        ("wr", "t1", "ns\x00ch\x001"),
+    ):
         with pytest.raises(RecordDamagedError, match="checksum mismatch"):
             envelope.open(KeySchema.identity(*other), record)
 
@@ -110,7 +114,10 @@ def assert_intact(tup: Any, pristine: dict[str, tuple[Any, ...]], thread_id: str
     assert tup.metadata == metadata
     assert all(w in writes for w in tup.pending_writes)
     if parent:
-        assert tup.parent_config["configurable"]["checkpoint_id"] == parent["configurable"]["checkpoint_id"]
+        assert (
+            tup.parent_config["configurable"]["checkpoint_id"]
+            == parent["configurable"]["checkpoint_id"]
+        )
         assert tup.parent_config["configurable"]["thread_id"] == thread_id
 
 
@@ -119,7 +126,9 @@ def build_template(saver: RedisSaver, thread_id: str) -> None:
     graph.invoke(graphs.react_input(), cfg(thread_id))
     # pending writes on the newest checkpoint, as after a crash inside a superstep
     latest = saver.get_tuple(cfg(thread_id))
-    saver.put_writes(latest.config, [("messages", "w1"), ("extra", 2)], task_id="pending-task", task_path="~x")
+    saver.put_writes(
+        latest.config, [("messages", "w1"), ("extra", 2)], task_id="pending-task", task_path="~x"
+    )
 
 
 def flip_newest_checkpoint(saver: RedisSaver, client: redis.Redis, thread_id: str) -> str:
@@ -145,7 +154,9 @@ def test_damaged_newest_checkpoint_falls_back_and_reports(
     assert_intact(tup, pristine, "t")
     report = saver.recovery_report("t")
     assert report is not None and report.fell_back
-    assert [(s.checkpoint_id, s.reason) for s in report.skipped] == [(damaged_id, "checksum mismatch")]
+    assert [(s.checkpoint_id, s.reason) for s in report.skipped] == [
+        (damaged_id, "checksum mismatch")
+    ]
     assert report.used_checkpoint_id == ordered[1]
     assert report.recovered_from_step == pristine[ordered[1]][1]["step"]
     assert "recovered from checkpoint" in caplog.text and damaged_id in caplog.text
@@ -158,7 +169,9 @@ def test_damaged_newest_checkpoint_falls_back_and_reports(
     assert damaged_id not in {t.checkpoint["id"] for t in saver.list(cfg("t"))}
 
 
-def test_explicit_damaged_id_raises_before_any_quarantine(saver: RedisSaver, redis_client: redis.Redis) -> None:
+def test_explicit_damaged_id_raises_before_any_quarantine(
+    saver: RedisSaver, redis_client: redis.Redis
+) -> None:
     build_template(saver, "e")
     damaged_id = flip_newest_checkpoint(saver, redis_client, "e")
     with pytest.raises(CheckpointCorruptedError, match="checksum mismatch") as info:
@@ -166,7 +179,9 @@ def test_explicit_damaged_id_raises_before_any_quarantine(saver: RedisSaver, red
     assert info.value.key == saver.keys.thread("e").cp
 
 
-def test_damaged_pending_write_is_dropped_not_the_checkpoint(saver: RedisSaver, redis_client: redis.Redis) -> None:
+def test_damaged_pending_write_is_dropped_not_the_checkpoint(
+    saver: RedisSaver, redis_client: redis.Redis
+) -> None:
     build_template(saver, "w")
     newest = saver.get_tuple(cfg("w"))
     tk = saver.keys.thread("w")
@@ -192,9 +207,13 @@ def test_every_version_damaged_returns_none_and_logs_error(
     assert list(saver.list(cfg("all"))) == []
 
 
-def test_signed_saver_rejects_records_written_without_the_key(redis_url: str, key_prefix: str) -> None:
-    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as plain, \
-            RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix, signing_key=KEY) as signed:
+def test_signed_saver_rejects_records_written_without_the_key(
+    redis_url: str, key_prefix: str
+) -> None:
+    with (
+        RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as plain,
+        RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix, signing_key=KEY) as signed,
+    ):
         build_template(plain, "forged")
         assert signed.get_tuple(cfg("forged")) is None
         build_template(signed, "genuine")
@@ -209,8 +228,16 @@ DAMAGE = st.sampled_from(
 )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(damages=st.lists(st.tuples(DAMAGE, st.sampled_from(["cp", "wr", "bl", "cps", "wix"]), st.integers(0, 10**6)), min_size=1, max_size=4))
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    damages=st.lists(
+        st.tuples(DAMAGE, st.sampled_from(["cp", "wr", "bl", "cps", "wix"]), st.integers(0, 10**6)),
+        min_size=1,
+        max_size=4,
+    )
+)
 def test_random_damage_never_yields_a_damaged_read(
     saver: RedisSaver, redis_client: redis.Redis, damages: list[tuple[str, str, int]]
 ) -> None:
@@ -259,8 +286,11 @@ def test_random_damage_never_yields_a_damaged_read(
     if tup is not None:
         assert_intact(tup, pristine, victim)
         # it is the newest checkpoint that is still complete
-        assert all(cid <= tup.checkpoint["id"] or cid not in {t.checkpoint["id"] for t in saver.list(cfg(victim))}
-                   for cid in pristine)
+        assert all(
+            cid <= tup.checkpoint["id"]
+            or cid not in {t.checkpoint["id"] for t in saver.list(cfg(victim))}
+            for cid in pristine
+        )
     for listed in saver.list(cfg(victim)):
         assert_intact(listed, pristine, victim)
     for cid in pristine:
@@ -281,7 +311,9 @@ def test_graph_resumes_from_previous_step_when_newest_is_damaged(
     expected = graph.invoke(None, cfg("clean"))
     assert expected == {"value": 17, "trail": ["a", "b", "c"]}
 
-    graph.invoke({"value": 1, "trail": []}, cfg("hurt"), interrupt_before=["c"])  # worker stops after "b"
+    graph.invoke(
+        {"value": 1, "trail": []}, cfg("hurt"), interrupt_before=["c"]
+    )  # worker stops after "b"
     flip_newest_checkpoint(saver, redis_client, "hurt")
     assert graph.get_state(cfg("hurt")).metadata["step"] == 1  # fell back one step
     assert graph.invoke(None, cfg("hurt")) == expected
