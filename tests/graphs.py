@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import operator
+import threading
+import time
 from collections.abc import Sequence
 from typing import Annotated, Any
 
@@ -121,17 +123,27 @@ class FanState(TypedDict):
 def fan_out_graph(calls: dict[int, int], fail_once: set[int]) -> StateGraph:
     """Send one worker per item; items in `fail_once` raise on their first attempt."""
 
+    siblings_done = threading.Event()
+    finished: set[int] = set()
+
     def worker(arg: dict[str, int]) -> dict[str, Any]:
         item = arg["item"]
         calls[item] = calls.get(item, 0) + 1
         if item in fail_once and calls[item] == 1:
+            # LangGraph cancels siblings still running when a task fails (InMemorySaver
+            # too): fail only once they have returned, so the test is deterministic.
+            siblings_done.wait(timeout=5)
+            time.sleep(0.05)
             raise RuntimeError(f"worker {item} failed")
+        finished.add(item)
+        if len(finished) >= arg["of"] - len(fail_once):
+            siblings_done.set()
         return {"results": [f"done {item}"]}
 
     builder = StateGraph(FanState)
     builder.add_node("worker", worker)
     builder.add_conditional_edges(
-        START, lambda s: [Send("worker", {"item": i}) for i in s["items"]]
+        START, lambda s: [Send("worker", {"item": i, "of": len(s["items"])}) for i in s["items"]]
     )
     builder.add_edge("worker", END)
     return builder
