@@ -6,7 +6,7 @@ with RedisSaver.from_conn_string("redis://localhost:6379") as saver:
 """
 
 from langgraph_durable.aio import AsyncRedisSaver
-from langgraph_durable.core import RecoveryReport, SkippedCheckpoint
+from langgraph_durable.core import Finding, RecoveryReport, SkippedCheckpoint, VerifyReport
 from langgraph_durable.errors import (
     CheckpointCorruptedError,
     ConfigurationError,
@@ -21,11 +21,13 @@ __all__ = [
     "CheckpointCorruptedError",
     "ConfigurationError",
     "DurableError",
+    "Finding",
     "InvalidConfigError",
     "RecordDamagedError",
     "RecoveryReport",
     "RedisSaver",
     "SkippedCheckpoint",
+    "VerifyReport",
 ]
 
 __version__ = "0.1.0"

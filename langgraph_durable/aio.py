@@ -20,7 +20,7 @@ from langgraph.checkpoint.base import (
 
 from langgraph_durable import scripts
 from langgraph_durable.base import BaseRedisSaver, check_client
-from langgraph_durable.core import Batch, Command, Emit, Plan, ScanKeys, Script
+from langgraph_durable.core import Batch, Command, Emit, Plan, ScanKeys, Script, VerifyReport
 
 AsyncClient = redis.asyncio.Redis | redis.asyncio.cluster.RedisCluster
 R = TypeVar("R")
@@ -178,6 +178,10 @@ class AsyncRedisSaver(BaseRedisSaver):
     ) -> Mapping[str, DeltaChannelHistory]:
         return await self._drive(self.core.get_delta_channel_history(config, channels))
 
+    async def averify(self, thread_id: str) -> VerifyReport:
+        """Check every record of a thread; changes nothing."""
+        return await self._drive(self.core.verify(thread_id))
+
     # -- sync twins: the async calls on the saver's loop, from another thread -------------
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         return self._run_sync(self.aget_tuple(config))
@@ -224,6 +228,9 @@ class AsyncRedisSaver(BaseRedisSaver):
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         self._run_sync(self.aprune(thread_ids, strategy=strategy))
+
+    def verify(self, thread_id: str) -> VerifyReport:
+        return self._run_sync(self.averify(thread_id))
 
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]

@@ -50,6 +50,9 @@ class BaseRedisSaver(BaseCheckpointSaver[str]):
             ``None`` keeps threads until deleted.
         signing_key: a key (or a list, newest first) for HMAC-SHA256 signatures; the
             first signs, all verify. Without it, records carry an xxh3-128 checksum.
+        keep_last: keep the N newest checkpoints of each thread and namespace (plus the
+            ancestors their DeltaChannels are rebuilt from); older ones are pruned as the
+            thread grows. ``None`` keeps everything.
         serde: LangGraph serializer (default ``JsonPlusSerializer``, no pickle).
     """
 
@@ -61,18 +64,24 @@ class BaseRedisSaver(BaseCheckpointSaver[str]):
         key_prefix: str = DEFAULT_KEY_PREFIX,
         ttl: int | None = None,
         signing_key: bytes | str | Sequence[bytes | str] | None = None,
+        keep_last: int | None = None,
         serde: SerializerProtocol | None = None,
     ) -> None:
         super().__init__(serde=serde)
-        if ttl is not None and (not isinstance(ttl, int) or isinstance(ttl, bool) or ttl <= 0):
-            raise ConfigurationError(f"ttl must be a positive number of seconds, got {ttl!r}")
+        for name, value in (("ttl", ttl), ("keep_last", keep_last)):
+            if value is not None and (
+                not isinstance(value, int) or isinstance(value, bool) or value <= 0
+            ):
+                raise ConfigurationError(f"{name} must be a positive integer, got {value!r}")
         self.key_prefix = key_prefix
         self.ttl = ttl
+        self.keep_last = keep_last
         self.core = SaverCore(
             serde=self.serde,
             keys=KeySchema(key_prefix),
             envelope=Envelope(signing_key),
             ttl=ttl,
+            keep_last=keep_last,
         )
 
     @property

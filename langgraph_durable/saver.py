@@ -20,7 +20,7 @@ from langgraph.checkpoint.base import (
 
 from langgraph_durable import scripts
 from langgraph_durable.base import BaseRedisSaver, check_client
-from langgraph_durable.core import Batch, Command, Emit, Plan, ScanKeys, Script
+from langgraph_durable.core import Batch, Command, Emit, Plan, ScanKeys, Script, VerifyReport
 
 SyncClient = redis.Redis | redis.cluster.RedisCluster
 
@@ -148,6 +148,10 @@ class RedisSaver(BaseRedisSaver):
     ) -> Mapping[str, DeltaChannelHistory]:
         return self._drive(self.core.get_delta_channel_history(config, channels))
 
+    def verify(self, thread_id: str) -> VerifyReport:
+        """Check every record of a thread; changes nothing."""
+        return self._drive(self.core.verify(thread_id))
+
     # -- async twins: the sync calls in a worker thread ------------------------------------
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         return await asyncio.to_thread(self.get_tuple, config)
@@ -195,6 +199,9 @@ class RedisSaver(BaseRedisSaver):
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
+
+    async def averify(self, thread_id: str) -> VerifyReport:
+        return await asyncio.to_thread(self.verify, thread_id)
 
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]

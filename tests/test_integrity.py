@@ -318,3 +318,60 @@ def test_graph_resumes_from_previous_step_when_newest_is_damaged(
     assert graph.get_state(cfg("hurt")).metadata["step"] == 1  # fell back one step
     assert graph.invoke(None, cfg("hurt")) == expected
     assert saver.recovery_report("hurt").recovered_from_step == 1
+
+
+def test_keep_last_bounds_each_namespace_and_keeps_a_fallback(
+    redis_url: str, key_prefix: str, redis_client: redis.Redis
+) -> None:
+    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix, keep_last=3) as saver:
+        graph = graphs.react_graph(rounds=8).compile(checkpointer=saver)
+        out = graph.invoke(graphs.react_input(), cfg("kept"))
+        kept = list(saver.list(cfg("kept")))
+        assert 3 <= len(kept) <= 3 + 4, len(kept)
+        assert graph.get_state(cfg("kept")).values == out
+        # Only values the kept checkpoints reference remain.
+        referenced = {
+            saver.keys.blob_field("", ch, v)
+            for t in kept
+            for ch, v in t.checkpoint["channel_versions"].items()
+        }
+        stored = {f.decode() for f in redis_client.hkeys(saver.keys.thread("kept").bl)}
+        assert stored == referenced
+        # A fallback always exists: damage the newest, the previous one is served.
+        newest_id = flip_newest_checkpoint(saver, redis_client, "kept")
+        fallback = saver.get_tuple(cfg("kept"))
+        assert fallback is not None and fallback.checkpoint["id"] < newest_id
+
+
+def test_keep_last_keeps_delta_channel_history(redis_url: str, key_prefix: str) -> None:
+    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix, keep_last=2) as saver:
+        graph = graphs.delta_graph(steps=25).compile(checkpointer=saver)
+        out = graph.invoke({"items": [], "n": 0}, cfg("delta"))
+        assert out["items"] == list(range(25))
+        assert len(list(saver.list(cfg("delta")))) < 27
+    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as fresh:
+        reloaded = graphs.delta_graph(steps=25).compile(checkpointer=fresh)
+        assert reloaded.get_state(cfg("delta")).values == out
+
+
+def test_verify_reports_damage_and_changes_nothing(
+    saver: RedisSaver, redis_client: redis.Redis
+) -> None:
+    build_template(saver, "v")
+    clean = saver.verify("v")
+    assert clean.ok and not clean.damaged_checkpoints
+    assert len(clean.intact_checkpoints) == len(list(saver.list(cfg("v"))))
+    tk = saver.keys.thread("v")
+    latest = saver.get_tuple(cfg("v"))
+    blob = saver.keys.blob_field("", "messages", latest.checkpoint["channel_versions"]["messages"])
+    redis_client.hset(tk.bl, blob, redis_client.hget(tk.bl, blob)[:-1])
+    lonely = redis_client.zrange(tk.cps, 0, 0)[0]
+    redis_client.zrem(tk.cps, lonely)
+    before = {k: redis_client.dump(k) for k in tk.all()}
+    report = saver.verify("v")
+    assert {k: redis_client.dump(k) for k in tk.all()} == before
+    assert not report.ok
+    reasons = {(f.kind, f.reason.split(" ")[0]) for f in report.findings}
+    assert ("channel value", "checksum") in reasons
+    assert ("index", "record") in reasons
+    assert latest.checkpoint["id"] in report.damaged_checkpoints
