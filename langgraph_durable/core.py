@@ -533,10 +533,7 @@ class SaverCore:
             return
         remaining = [limit]  # shared countdown across threads
         if config is None:
-            keys = yield ScanKeys(self.keys.thread_scan_pattern())
-            thread_ids = sorted(
-                {t for k in keys if (t := self.keys.thread_id_from_index_key(k)) is not None}
-            )
+            thread_ids = yield from self._all_thread_ids()
             for thread_id in thread_ids:
                 yield from self._list_thread(thread_id, None, None, filter, before, remaining)
                 if remaining[0] is not None and remaining[0] <= 0:
