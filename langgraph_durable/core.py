@@ -274,7 +274,9 @@ class SaverCore:
         keep_last = self.keep_last
         if keep_last and in_namespace > keep_last + max(4, keep_last // 4):
             # Amortized retention: one collection per keep_last/4 puts, not one per put.
-            yield from self._collect(tk, lambda decoded: _prunable(decoded, keep_last))
+            yield from self._collect(
+                tk, lambda decoded, pinned: _prunable(decoded, keep_last, pinned), pin_valid=True
+            )
         return checkpoint_config(thread_id, ns, checkpoint["id"])
 
     def put_writes(
@@ -677,7 +679,7 @@ class SaverCore:
             runs = yield Command(("HGETALL", tk.runs))
             doomed = {_text(m) for m, r in runs.items() if _text(r) in wanted_runs}
             if doomed:
-                yield from self._collect(tk, lambda decoded, doomed=doomed: doomed)
+                yield from self._collect(tk, lambda decoded, pinned, doomed=doomed: doomed)
 
     def prune(
         self, thread_ids: Sequence[str], *, strategy: str = "keep_latest", keep_last: int = 1
@@ -689,20 +691,28 @@ class SaverCore:
                 yield from self.delete_thread(thread_id)
                 continue
             tk = self.keys.thread(str(thread_id))
-            yield from self._collect(tk, lambda decoded: _prunable(decoded, keep_last))
+            yield from self._collect(
+                tk, lambda decoded, pinned: _prunable(decoded, keep_last, pinned), pin_valid=True
+            )
 
     def _all_thread_ids(self) -> Plan[list[str]]:
         keys = yield ScanKeys(self.keys.thread_scan_pattern())
         return sorted({t for k in keys if (t := self.keys.thread_id_from_index_key(k)) is not None})
 
     def _collect(
-        self, tk: ThreadKeys, choose: Callable[[dict[str, _Decoded]], set[str]]
+        self,
+        tk: ThreadKeys,
+        choose: Callable[[dict[str, _Decoded], set[str]], set[str]],
+        *,
+        pin_valid: bool = False,
     ) -> Plan[None]:
         """Delete the checkpoints ``choose`` picks, their writes, and every channel value
         no remaining checkpoint references, in one guarded script call.
 
         The guard makes the deletion a no-op if a checkpoint was written since it was
         planned (the new one may reference a value planned away); it is then re-planned.
+        With ``pin_valid``, ``choose`` is told the newest checkpoint of each namespace that
+        verifies completely, so retention never removes the last good fallback.
         """
         for _ in range(PLAN_RETRIES):
             cps, count, newest, blob_fields = yield Batch(
@@ -721,7 +731,8 @@ class SaverCore:
                     intact = False  # its references are unknown: keep every value
                 else:
                     decoded[entry.member] = entry
-            doomed = choose(decoded)
+            pinned = (yield from self._newest_valid(tk, decoded)) if pin_valid else set()
+            doomed = choose(decoded, pinned)
             referenced = {
                 f for m, d in decoded.items() if m not in doomed for f in self._blob_fields(d)
             }
@@ -741,6 +752,33 @@ class SaverCore:
         logger.warning(
             "langgraph-durable: gave up pruning thread %r: it kept being written", tk.thread_id
         )
+
+    def _newest_valid(self, tk: ThreadKeys, decoded: dict[str, _Decoded]) -> Plan[set[str]]:
+        """Members of the newest checkpoint per namespace whose channel values all verify
+        (one HMGET per round; a second round only where the newest was damaged)."""
+        queues: dict[str, list[_Decoded]] = {}
+        for d in sorted(decoded.values(), key=lambda d: d.checkpoint_id, reverse=True):
+            queues.setdefault(d.checkpoint_ns, []).append(d)
+        pinned: set[str] = set()
+        while queues:
+            candidates = {ns: queue.pop(0) for ns, queue in queues.items()}
+            fields = sorted({f for d in candidates.values() for f in self._blob_fields(d)})
+            values = dict(zip(fields, (yield Command(("HMGET", tk.bl, *fields))))) if fields else {}
+            for ns, candidate in candidates.items():
+                valid = self._values_verify(tk, candidate, values)
+                if valid:
+                    pinned.add(candidate.member)
+                if valid or not queues[ns]:
+                    queues.pop(ns)
+        return pinned
+
+    def _values_verify(self, tk: ThreadKeys, d: _Decoded, values: Mapping[str, Any]) -> bool:
+        try:
+            for blob_field in self._blob_fields(d):
+                self._open("bl", tk.thread_id, blob_field, values.get(blob_field))
+        except RecordDamagedError:
+            return False
+        return True
 
     # -- verify ------------------------------------------------------------------------
     def verify(self, thread_id: str) -> Plan[VerifyReport]:
@@ -924,9 +962,10 @@ def _quarantine_reason(entry: bytes) -> str:
     return reason.decode(errors="replace") if isinstance(reason, bytes) else str(reason)
 
 
-def _prunable(decoded: dict[str, _Decoded], keep_last: int) -> set[str]:
-    """Members to delete so each namespace keeps its ``keep_last`` newest checkpoints,
-    plus the ancestors (and so their writes) their DeltaChannels are rebuilt from."""
+def _prunable(decoded: dict[str, _Decoded], keep_last: int, pinned: set[str]) -> set[str]:
+    """Members to delete so each namespace keeps its ``keep_last`` newest checkpoints and
+    the ``pinned`` ones, plus the ancestors (and so their writes) their DeltaChannels are
+    rebuilt from."""
     by_ns: dict[str, list[_Decoded]] = {}
     for d in decoded.values():
         by_ns.setdefault(d.checkpoint_ns, []).append(d)
@@ -934,7 +973,7 @@ def _prunable(decoded: dict[str, _Decoded], keep_last: int) -> set[str]:
     for ns_entries in by_ns.values():
         ns_entries.sort(key=lambda d: d.checkpoint_id, reverse=True)
         by_id = {d.checkpoint_id: d for d in ns_entries}
-        for kept in ns_entries[:keep_last]:
+        for kept in ns_entries[:keep_last] + [d for d in ns_entries if d.member in pinned]:
             keep.add(kept.member)
             # counters_since_delta_snapshot: supersteps since each DeltaChannel's last
             # snapshot, i.e. how far up the parent chain its seed lies.

@@ -375,3 +375,25 @@ def test_verify_reports_damage_and_changes_nothing(
     assert ("channel value", "checksum") in reasons
     assert ("index", "record") in reasons
     assert latest.checkpoint["id"] in report.damaged_checkpoints
+
+
+def test_prune_never_removes_the_newest_valid_checkpoint(
+    saver: RedisSaver, redis_client: redis.Redis
+) -> None:
+    build_template(saver, "p")
+    history = sorted(snapshot(saver, "p"), reverse=True)
+    tk = saver.keys.thread("p")
+    newest = saver.get_tuple(cfg("p"))
+    previous = saver.get_tuple(cfg("p", history[1]))
+    # Damage a value only the newest checkpoint uses: its record still decodes.
+    ch, version = next(
+        (c, v)
+        for c, v in newest.checkpoint["channel_versions"].items()
+        if previous.checkpoint["channel_versions"].get(c) != v
+    )
+    field = saver.keys.blob_field("", ch, version)
+    redis_client.hset(tk.bl, field, b"\x00" + redis_client.hget(tk.bl, field)[1:])
+    saver.prune(["p"])
+    survivor = saver.get_tuple(cfg("p"))
+    assert survivor is not None and survivor.checkpoint["id"] == history[1]
+    assert survivor.checkpoint == previous.checkpoint
