@@ -409,7 +409,7 @@ class SaverCore:
         Returns the results in index order, and the ids of every checkpoint the index
         returned (matching ``wanted`` or not), oldest last: the next page's cursor.
         """
-        entries = yield Script("read_checkpoints", tk.all(), args)
+        entries = yield from self._read_entries(tk, args)
         decoded = [self._decode_entry(tk, entry) for entry in entries]
         selected = [d for d in decoded if isinstance(d, _Damage) or wanted is None or wanted(d)]
         fields = sorted(
@@ -417,8 +417,7 @@ class SaverCore:
         )
         blobs: dict[str, bytes | None] = {}
         if fields:
-            values = yield Command(("HMGET", tk.bl, *fields))
-            blobs = dict(zip(fields, values))
+            blobs = yield from self._read_values(tk, fields)
         results = [
             d if isinstance(d, _Damage) else self._complete(tk, d, blobs, report) for d in selected
         ]
@@ -426,6 +425,25 @@ class SaverCore:
         if damaged:
             yield from self._quarantine(tk, damaged)
         return results, [d.checkpoint_id for d in decoded]
+
+    def _read_entries(self, tk: ThreadKeys, args: list[Any]) -> Plan[list[Any]]:
+        wrongtype, *entries = yield Script("read_checkpoints", tk.all(), args)
+        self._log_wrongtype(tk, wrongtype)
+        return entries
+
+    def _read_values(self, tk: ThreadKeys, fields: list[str]) -> Plan[dict[str, bytes | None]]:
+        wrongtype, values = yield Script("read_values", tk.all(), fields)
+        self._log_wrongtype(tk, wrongtype)
+        return dict(zip(fields, values)) if values else {}
+
+    def _log_wrongtype(self, tk: ThreadKeys, keys: list[bytes]) -> None:
+        for key in keys:
+            logger.error(
+                "langgraph-durable: key %s of thread %r has the wrong type (damaged): "
+                "read as empty",
+                _text(key),
+                tk.thread_id,
+            )
 
     def _quarantine(self, tk: ThreadKeys, damaged: Iterable[_Damage]) -> Plan[None]:
         args: list[str] = []
@@ -584,7 +602,8 @@ class SaverCore:
                     return
                 cursor = fetched[-1]
         # Every namespace of the thread (or one checkpoint id): newest first by id.
-        members = yield Command(("ZRANGE", tk.cps, 0, -1))
+        wrongtype, members = yield Script("read_index", tk.all(), [])
+        self._log_wrongtype(tk, wrongtype)
         chosen: list[tuple[str, str]] = []
         for raw in members:
             member = _text(raw)
@@ -763,7 +782,7 @@ class SaverCore:
         while queues:
             candidates = {ns: queue.pop(0) for ns, queue in queues.items()}
             fields = sorted({f for d in candidates.values() for f in self._blob_fields(d)})
-            values = dict(zip(fields, (yield Command(("HMGET", tk.bl, *fields))))) if fields else {}
+            values = (yield from self._read_values(tk, fields)) if fields else {}
             for ns, candidate in candidates.items():
                 valid = self._values_verify(tk, candidate, values)
                 if valid:
@@ -878,7 +897,7 @@ class SaverCore:
         cursor = target.checkpoint["id"] if target else None
         while wanted_id and remaining:
             upper, lower = self.keys.namespace_range(ns, cursor)
-            entries = yield Script("read_checkpoints", tk.all(), ["range", upper, lower, LIST_PAGE])
+            entries = yield from self._read_entries(tk, ["range", upper, lower, LIST_PAGE])
             if not entries:
                 break
             page = [self._decode_entry(tk, entry) for entry in entries]
@@ -904,7 +923,7 @@ class SaverCore:
                     if ch in d.checkpoint.get("channel_versions", {})
                 }
             )
-            blobs = dict(zip(fields, (yield Command(("HMGET", tk.bl, *fields))))) if fields else {}
+            blobs = (yield from self._read_values(tk, fields)) if fields else {}
             for d in on_path:
                 if not remaining:
                     break

@@ -224,7 +224,18 @@ def test_signed_saver_rejects_records_written_without_the_key(
 
 
 DAMAGE = st.sampled_from(
-    ["flip", "truncate", "garbage", "delete_field", "delete_member", "swap", "foreign", "empty"]
+    [
+        "flip",
+        "truncate",
+        "garbage",
+        "delete_field",
+        "delete_member",
+        "swap",
+        "foreign",
+        "empty",
+        "wrong_type",
+        "delete_key",
+    ]
 )
 
 
@@ -252,6 +263,13 @@ def test_random_damage_never_yields_a_damaged_read(
     tk, foreign = saver.keys.thread(victim), saver.keys.thread("foreign")
     for kind, where, pick in damages:
         key = getattr(tk, where)
+        if kind in ("wrong_type", "delete_key"):
+            redis_client.delete(key)
+            if kind == "wrong_type":
+                redis_client.set(key, b"garbage from a bad restore")
+            continue
+        if redis_client.type(key) not in (b"hash", b"zset"):
+            continue  # an earlier damage replaced the whole key
         if where in ("cps", "wix"):
             members = redis_client.zrange(key, 0, -1)
             if members:
@@ -292,6 +310,8 @@ def test_random_damage_never_yields_a_damaged_read(
             for cid in pristine
         )
     for listed in saver.list(cfg(victim)):
+        assert_intact(listed, pristine, victim)
+    for listed in saver.list({"configurable": {"thread_id": victim}}):
         assert_intact(listed, pristine, victim)
     for cid in pristine:
         try:

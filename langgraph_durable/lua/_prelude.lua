@@ -16,3 +16,13 @@ end
 local function writes_of(member)
   return redis.call('ZRANGEBYLEX', KEYS[K_WIX], '[' .. member .. '\0', '(' .. member .. '\1')
 end
+
+-- A key of the wrong type is damage (a bad restore, a stray SET): reads treat it as empty
+-- and report it, instead of failing with WRONGTYPE.
+local wrongtype = {}
+local function usable(i, want)
+  local t = redis.call('TYPE', KEYS[i]).ok
+  if t == want or t == 'none' then return true end
+  wrongtype[#wrongtype + 1] = KEYS[i]
+  return false
+end

@@ -2,18 +2,22 @@
 -- KEYS: the thread's keys (see _prelude.lua)
 -- ARGV: 1 "range": 2 max bound, 3 min bound, 4 limit  (newest first, ZREVRANGEBYLEX)
 --       1 "members": 2.. checkpoint members
--- Returns: { {member, record or nil, {write member, write record, ...}}, ... }
-local members
+-- Returns: { {keys of the wrong type...}, {member, record or nil, {write member, write
+--            record, ...}}, ... }
+local cps_ok, cp_ok = usable(K_CPS, 'zset'), usable(K_CP, 'hash')
+local writes_ok = usable(K_WIX, 'zset') and usable(K_WR, 'hash')
+local members = {}
 if ARGV[1] == 'range' then
-  members = redis.call('ZREVRANGEBYLEX', KEYS[K_CPS], ARGV[2], ARGV[3], 'LIMIT', 0, tonumber(ARGV[4]))
+  if cps_ok then
+    members = redis.call('ZREVRANGEBYLEX', KEYS[K_CPS], ARGV[2], ARGV[3], 'LIMIT', 0, tonumber(ARGV[4]))
+  end
 else
-  members = {}
   for i = 2, #ARGV do members[#members + 1] = ARGV[i] end
 end
-local out = {}
+local out = {wrongtype}
 for _, member in ipairs(members) do
   local writes = {}
-  local wms = writes_of(member)
+  local wms = writes_ok and writes_of(member) or {}
   if #wms > 0 then
     local values = redis.call('HMGET', KEYS[K_WR], unpack(wms))
     for j = 1, #wms do
@@ -21,6 +25,6 @@ for _, member in ipairs(members) do
       writes[#writes + 1] = values[j]
     end
   end
-  out[#out + 1] = {member, redis.call('HGET', KEYS[K_CP], member), writes}
+  out[#out + 1] = {member, cp_ok and redis.call('HGET', KEYS[K_CP], member) or false, writes}
 end
 return out
