@@ -4,6 +4,7 @@ survived; a read never returns damaged data."""
 from __future__ import annotations
 
 import logging
+import os
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -240,7 +241,9 @@ DAMAGE = st.sampled_from(
 
 
 @settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=int(os.environ.get("LGD_FUZZ_EXAMPLES", "100")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(
     damages=st.lists(
