@@ -270,7 +270,7 @@ class SaverCore:
             member,
             [parent_id, *self.serde.dumps_typed(stored), *self.serde.dumps_typed(meta)],
         )
-        in_namespace = yield Script("put_checkpoint", tk.all(), args)
+        in_namespace = yield Script("put_checkpoint", tk.for_writes(), args)
         keep_last = self.keep_last
         if keep_last and in_namespace > keep_last + max(4, keep_last // 4):
             # Amortized retention: one collection per keep_last/4 puts, not one per put.
@@ -305,7 +305,7 @@ class SaverCore:
                 "1" if special else "0",
             ]
         if len(args) > 1:
-            yield Script("put_writes", tk.all(), args)
+            yield Script("put_writes", tk.for_writes(), args)
 
     # -- reading -----------------------------------------------------------------------
     def _decode_entry(self, tk: ThreadKeys, entry: list[Any]) -> _Decoded | _Damage:
@@ -453,7 +453,7 @@ class SaverCore:
                     continue  # nothing there to keep / maybe not damage at all
                 args += [kind, field_, self.keys.quarantine_field(kind, field_), reason]
         if args:
-            yield Script("quarantine", tk.all(), args)
+            yield Script("quarantine", tk.for_writes(), args)
 
     def _log_damage(self, tk: ThreadKeys, damage: _Damage, *, level: int) -> None:
         logger.log(
@@ -638,7 +638,7 @@ class SaverCore:
 
     # -- whole-thread operations --------------------------------------------------------
     def delete_thread(self, thread_id: str) -> Plan[None]:
-        yield Command(("UNLINK", *self.keys.thread(str(thread_id)).all()))
+        yield Command(("UNLINK", *self.keys.thread(str(thread_id)).for_writes()))
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> Plan[None]:
         """Copy every checkpoint (the whole parent chain), write and value that verifies.
@@ -678,7 +678,7 @@ class SaverCore:
             return
         yield Script(
             "restore_records",
-            dst.all(),
+            dst.for_writes(),
             [
                 self._ttl_arg,
                 len(copied_cps) // 3,
@@ -763,7 +763,7 @@ class SaverCore:
             newest_member = _text(newest[0]) if newest else ""
             deleted = yield Script(
                 "delete_checkpoints",
-                tk.all(),
+                tk.for_writes(),
                 [count, newest_member, len(doomed), *sorted(doomed), *garbage],
             )
             if deleted != -1:

@@ -11,6 +11,7 @@ make ``T`` the Redis Cluster hash tag, so every key of a thread lives in one slo
     P:{T}:bl    HASH  ns SEP channel SEP version -> enveloped channel value
     P:{T}:runs  HASH  checkpoint member -> run_id (for delete_for_runs)
     P:{T}:qt    HASH  quarantined (damaged) records, kept for forensics
+    P:{T}:<kind>:damaged  a key a write found holding the wrong type, moved aside
 
 Members are built so that the writes of a checkpoint are exactly the ``wix`` members in
 ``[member SEP, member SEP+1)``; the Lua scripts rely on that and on nothing else here.
@@ -74,6 +75,14 @@ class ThreadKeys:
     def all(self) -> list[str]:
         """Every key of the thread, in the order the Lua scripts expect as KEYS."""
         return [self.cps, self.wix, self.cp, self.wr, self.bl, self.runs, self.qt]
+
+    def damaged(self) -> list[str]:
+        """Where a write moves a key it finds holding the wrong type, in ``all()`` order."""
+        return [key + ":damaged" for key in self.all()]
+
+    def for_writes(self) -> list[str]:
+        """KEYS of the write scripts: the thread's keys, then their ``damaged`` twins."""
+        return self.all() + self.damaged()
 
 
 @dataclass(frozen=True)

@@ -420,3 +420,19 @@ def test_prune_never_removes_the_newest_valid_checkpoint(
     survivor = saver.get_tuple(cfg("p"))
     assert survivor is not None and survivor.checkpoint["id"] == history[1]
     assert survivor.checkpoint == previous.checkpoint
+
+
+def test_a_key_of_the_wrong_type_is_moved_aside_and_the_graph_runs_on(
+    saver: RedisSaver, redis_client: redis.Redis
+) -> None:
+    graph = graphs.counter_graph().compile(checkpointer=saver)
+    expected = graph.invoke({"value": 1, "trail": []}, cfg("typed"))
+    tk = saver.keys.thread("typed")
+    redis_client.delete(tk.cp)
+    redis_client.set(tk.cp, b"a bad restore wrote a string here")
+    assert saver.get_tuple(cfg("typed")) is None  # nothing verifies: start from step 0
+    assert graph.invoke({"value": 1, "trail": []}, cfg("typed")) == expected
+    assert redis_client.get(tk.cp + ":damaged") == b"a bad restore wrote a string here"
+    assert saver.get_tuple(cfg("typed")).checkpoint["channel_values"]["value"] == 17
+    saver.delete_thread("typed")
+    assert not any(redis_client.exists(k) for k in tk.for_writes())

@@ -1,6 +1,8 @@
 -- Shared prelude, prepended to every script by langgraph_durable/scripts.py.
 -- KEYS of every thread script, in this order (langgraph_durable.keys.ThreadKeys.all):
 --   1 cps  2 wix  3 cp  4 wr  5 bl  6 runs  7 qt
+-- Write scripts get seven more (ThreadKeys.damaged): where each key goes if it holds the
+-- wrong type, so a write never fails on a damaged key and never destroys its contents.
 local K_CPS, K_WIX, K_CP, K_WR, K_BL, K_RUNS, K_QT = 1, 2, 3, 4, 5, 6, 7
 
 -- Refresh the TTL of every key of the thread, so nothing the thread still references
@@ -25,4 +27,13 @@ local function usable(i, want)
   if t == want or t == 'none' then return true end
   wrongtype[#wrongtype + 1] = KEYS[i]
   return false
+end
+
+local KEY_TYPES = {'zset', 'zset', 'hash', 'hash', 'hash', 'hash', 'hash'}
+
+-- Before writing: move every key of the wrong type to its "damaged" twin.
+local function repair()
+  for i = 1, 7 do
+    if not usable(i, KEY_TYPES[i]) then redis.call('RENAME', KEYS[i], KEYS[i + 7]) end
+  end
 end

@@ -2,10 +2,11 @@
 -- Guarded: when ARGV[1] is not "", nothing happens unless the checkpoint index still has
 -- ARGV[1] members and its newest is ARGV[2], i.e. no checkpoint was written since the
 -- caller planned this deletion (a new checkpoint could reference a value planned away).
--- KEYS: the thread's keys (see _prelude.lua)
+-- KEYS: the thread's keys, then their damaged twins (see _prelude.lua)
 -- ARGV: 1 guard count or "", 2 guard newest member, 3 number N of checkpoint members,
 --       4 .. 3+N checkpoint members, the rest: blob fields
 -- Returns the number of checkpoints deleted, or -1 when the guard failed.
+repair()
 if ARGV[1] ~= '' then
   local newest = redis.call('ZREVRANGE', KEYS[K_CPS], 0, 0)[1] or ''
   if redis.call('ZCARD', KEYS[K_CPS]) ~= tonumber(ARGV[1]) or newest ~= ARGV[2] then

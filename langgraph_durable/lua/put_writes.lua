@@ -1,8 +1,9 @@
 -- Store the pending writes of one task atomically. Regular writes are first-write-wins
 -- per (task, idx); writes to the special channels (error, interrupt, resume, scheduled)
 -- overwrite, as in LangGraph's InMemorySaver.
--- KEYS: the thread's keys (see _prelude.lua)
+-- KEYS: the thread's keys, then their damaged twins (see _prelude.lua)
 -- ARGV: 1 ttl, 2.. triples of (write member, write record, "1" to overwrite | "0")
+repair()
 for i = 2, #ARGV, 3 do
   local member = ARGV[i]
   if ARGV[i + 2] == '1' then

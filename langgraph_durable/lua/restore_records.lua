@@ -3,6 +3,7 @@
 -- ARGV: 1 ttl, 2 number C of checkpoints, 3 number W of writes,
 --       then C triples (checkpoint member, record, run id),
 --       then W pairs (write member, record), then pairs (blob field, record)
+repair()
 local c, w = tonumber(ARGV[2]), tonumber(ARGV[3])
 local i = 4
 for _ = 1, c do
