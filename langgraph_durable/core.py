@@ -165,6 +165,7 @@ class _Decoded:
     checkpoint: dict[str, Any]
     metadata: CheckpointMetadata
     writes: list[tuple[str, bytes | None]]
+    dropped_writes: list[tuple[str, str, str]] = field(default_factory=list)
 
 
 def _text(value: str | bytes) -> str:
@@ -357,16 +358,27 @@ class SaverCore:
                 return _Damage(decoded.member, decoded.checkpoint_id, tk.bl, reason, quarantine)
             if type_ != EMPTY:
                 values[channel] = self.serde.loads_typed((type_, data))
-        pending: list[PendingWrite] = []
+        # A task whose writes are not all intact must run again as a whole: keeping its
+        # other writes would mark it done and lose what the damaged one carried.
+        opened: list[tuple[str, str, Any]] = []
+        damaged: dict[str, str] = {}  # write member -> reason
+        damaged_tasks: dict[str, str] = {}
         for write_member, record in decoded.writes:
+            task_id = self.keys.parse_write_member(write_member).task_id
             try:
                 channel, type_, data = self._open("wr", tk.thread_id, write_member, record)
             except (RecordDamagedError, ValueError) as exc:
-                reason = getattr(exc, "reason", "undecodable body")
-                self._drop_write(tk, decoded, write_member, reason, report)
+                damaged[write_member] = getattr(exc, "reason", "undecodable body")
+                damaged_tasks.setdefault(task_id, damaged[write_member])
                 continue
-            parsed = self.keys.parse_write_member(write_member)
-            pending.append((parsed.task_id, channel, self.serde.loads_typed((type_, data))))
+            opened.append((write_member, task_id, (channel, type_, data)))
+        pending: list[PendingWrite] = [
+            (task_id, channel, self.serde.loads_typed((type_, data)))
+            for _, task_id, (channel, type_, data) in opened
+            if task_id not in damaged_tasks
+        ]
+        for task_id, reason in damaged_tasks.items():
+            self._drop_task_writes(tk, decoded, task_id, reason, damaged, report)
         return CheckpointTuple(
             config=checkpoint_config(tk.thread_id, decoded.checkpoint_ns, decoded.checkpoint_id),
             checkpoint={**decoded.checkpoint, "channel_values": values},  # type: ignore[typeddict-item]
@@ -379,23 +391,32 @@ class SaverCore:
             pending_writes=pending,
         )
 
-    def _drop_write(
+    def _drop_task_writes(
         self,
         tk: ThreadKeys,
         decoded: _Decoded,
-        write_member: str,
+        task_id: str,
         reason: str,
+        damaged: Mapping[str, str],
         report: RecoveryReport | None,
     ) -> None:
-        # A damaged pending write only means its task runs again: drop it, keep the checkpoint.
+        """Drop (and queue for quarantine) every pending write of a task with a damaged one."""
         logger.warning(
-            "langgraph-durable: dropped a damaged pending write of checkpoint %s (thread %r): %s",
+            "langgraph-durable: dropped the pending writes of task %s of checkpoint %s "
+            "(thread %r), which will run again: %s",
+            task_id,
             decoded.checkpoint_id,
             tk.thread_id,
             reason,
         )
+        for write_member, _ in decoded.writes:
+            if self.keys.parse_write_member(write_member).task_id == task_id:
+                why = damaged.get(write_member) or f"sibling of a damaged write: {reason}"
+                decoded.dropped_writes.append(("wr", write_member, why))
         if report is not None:
-            report.dropped_writes.append(SkippedCheckpoint(decoded.checkpoint_id, tk.wr, reason))
+            report.dropped_writes.append(
+                SkippedCheckpoint(decoded.checkpoint_id, tk.wr, f"task {task_id}: {reason}")
+            )
 
     def _read(
         self,
@@ -422,8 +443,9 @@ class SaverCore:
             d if isinstance(d, _Damage) else self._complete(tk, d, blobs, report) for d in selected
         ]
         damaged = [r for r in results if isinstance(r, _Damage)]
-        if damaged:
-            yield from self._quarantine(tk, damaged)
+        dropped = [w for d in selected if isinstance(d, _Decoded) for w in d.dropped_writes]
+        if damaged or dropped:
+            yield from self._quarantine(tk, damaged, dropped)
         return results, [d.checkpoint_id for d in decoded]
 
     def _read_entries(self, tk: ThreadKeys, args: list[Any]) -> Plan[list[Any]]:
@@ -445,13 +467,18 @@ class SaverCore:
                 tk.thread_id,
             )
 
-    def _quarantine(self, tk: ThreadKeys, damaged: Iterable[_Damage]) -> Plan[None]:
+    def _quarantine(
+        self,
+        tk: ThreadKeys,
+        damaged: Iterable[_Damage],
+        dropped_writes: Iterable[tuple[str, str, str]] = (),
+    ) -> Plan[None]:
         args: list[str] = []
-        for damage in damaged:
-            for kind, field_, reason in damage.quarantine:
-                if reason == "missing" or reason.startswith(_CONFIG_REASONS):
-                    continue  # nothing there to keep / maybe not damage at all
-                args += [kind, field_, self.keys.quarantine_field(kind, field_), reason]
+        moves = [m for damage in damaged for m in damage.quarantine] + list(dropped_writes)
+        for kind, field_, reason in moves:
+            if (kind == "cp" and reason == "missing") or reason.startswith(_CONFIG_REASONS):
+                continue  # gone already (its quarantine entry says why) / maybe not damage
+            args += [kind, field_, self.keys.quarantine_field(kind, field_), reason]
         if args:
             yield Script("quarantine", tk.for_writes(), args)
 

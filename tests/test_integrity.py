@@ -180,19 +180,35 @@ def test_explicit_damaged_id_raises_before_any_quarantine(
     assert info.value.key == saver.keys.thread("e").cp
 
 
-def test_damaged_pending_write_is_dropped_not_the_checkpoint(
+def test_damaged_pending_write_drops_its_task_not_the_checkpoint(
     saver: RedisSaver, redis_client: redis.Redis
 ) -> None:
     build_template(saver, "w")
     newest = saver.get_tuple(cfg("w"))
+    saver.put_writes(newest.config, [("messages", "other task")], task_id="healthy-task")
     tk = saver.keys.thread("w")
-    member = redis_client.zrange(tk.wix, 0, -1)[-1]
-    redis_client.hset(tk.wr, member, b"LD\x01\x01" + b"\x00" * 16 + b"junk")
+    task_members = [m for m in redis_client.zrange(tk.wix, 0, -1) if b"pending-task" in m]
+    assert len(task_members) == 2
+    redis_client.hset(tk.wr, task_members[-1], b"LD\x01\x01" + b"\x00" * 16 + b"junk")
     tup = saver.get_tuple(cfg("w"))
     assert tup.checkpoint["id"] == newest.checkpoint["id"]
-    assert len(tup.pending_writes) == len(newest.pending_writes) - 1
+    # Both writes of the damaged task go (it runs again as a whole); the other task stays.
+    assert tup.pending_writes == [("healthy-task", "messages", "other task")]
     report = saver.recovery_report("w")
     assert report is not None and not report.fell_back and len(report.dropped_writes) == 1
+    assert redis_client.hlen(tk.qt) == 2
+    assert not [m for m in redis_client.zrange(tk.wix, 0, -1) if b"pending-task" in m]
+    # The task's re-run writes fresh values instead of mixing with old ones.
+    saver.put_writes(
+        tup.config, [("messages", "new"), ("extra", 3)], task_id="pending-task", task_path="~x"
+    )
+    assert sorted(saver.get_tuple(cfg("w")).pending_writes) == sorted(
+        [
+            ("healthy-task", "messages", "other task"),
+            ("pending-task", "messages", "new"),
+            ("pending-task", "extra", 3),
+        ]
+    )
 
 
 def test_every_version_damaged_returns_none_and_logs_error(
