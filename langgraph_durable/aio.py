@@ -46,14 +46,23 @@ class AsyncRedisSaver(BaseRedisSaver):
     @classmethod
     @asynccontextmanager
     async def from_conn_string(
-        cls, url: str, *, cluster: bool = False, **options: Any
+        cls, url: str, *, cluster: bool = False, max_connections: int = 100, **options: Any
     ) -> AsyncIterator[AsyncRedisSaver]:
-        """A ready saver on a new connection to ``url``, closed on exit."""
-        client: AsyncClient = (
-            redis.asyncio.cluster.RedisCluster.from_url(url)
-            if cluster
-            else redis.asyncio.Redis.from_url(url)
-        )
+        """A ready saver on a new connection pool to ``url``, closed on exit.
+
+        Many concurrent graphs share the pool: a call waits for a free connection (up to
+        20 s) rather than failing, as redis-py's default asyncio pool does past its size.
+        """
+        client: AsyncClient
+        if cluster:
+            client = redis.asyncio.cluster.RedisCluster.from_url(
+                url, max_connections=max_connections
+            )
+        else:
+            pool = redis.asyncio.BlockingConnectionPool.from_url(
+                url, max_connections=max_connections, timeout=20
+            )
+            client = redis.asyncio.Redis.from_pool(pool)
         try:
             saver = cls(client, **options)
             await saver.asetup()
