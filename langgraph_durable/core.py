@@ -34,7 +34,7 @@ from langgraph_durable.errors import (
     InvalidConfigError,
     RecordDamagedError,
 )
-from langgraph_durable.keys import KeySchema, ThreadKeys
+from langgraph_durable.keys import SEP, KeySchema, ThreadKeys
 
 logger = logging.getLogger("langgraph_durable")
 
@@ -164,12 +164,27 @@ class _Decoded:
     parent_id: str | None
     checkpoint: dict[str, Any]
     metadata: CheckpointMetadata
-    writes: list[tuple[str, bytes | None]]
-    dropped_writes: list[tuple[str, str, str]] = field(default_factory=list)
+    writes: list[tuple[str | bytes, bytes | None]]  # (write member as stored, record)
+    dropped_writes: list[tuple[str, str | bytes, str]] = field(default_factory=list)
 
 
 def _text(value: str | bytes) -> str:
     return value.decode() if isinstance(value, bytes) else value
+
+
+def _label(value: str | bytes) -> str:
+    """Text for logs and reports, even for bytes that are not UTF-8 (damage)."""
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+
+
+def _task_of(keys: KeySchema, write_member: str) -> str | None:
+    try:
+        return keys.parse_write_member(write_member).task_id
+    except ValueError:
+        return None
+
+
+MALFORMED = "malformed index member"
 
 
 def configurable(config: RunnableConfig | None) -> Mapping[str, Any]:
@@ -310,10 +325,20 @@ class SaverCore:
 
     # -- reading -----------------------------------------------------------------------
     def _decode_entry(self, tk: ThreadKeys, entry: list[Any]) -> _Decoded | _Damage:
-        member = _text(entry[0])
-        ns, checkpoint_id = self.keys.parse_checkpoint_member(member)
+        try:
+            member = _text(entry[0])
+            ns, checkpoint_id = self.keys.parse_checkpoint_member(member)
+        except ValueError:  # not a member this saver wrote: drop it from the index
+            label = _label(entry[0])
+            return _Damage(
+                label,
+                label.split(SEP, 1)[-1],  # its place in the index, as the next cursor
+                tk.cps,
+                MALFORMED,
+                [("cp", entry[0], MALFORMED)],
+            )
         flat = entry[2] or []
-        writes = [(_text(flat[i]), flat[i + 1]) for i in range(0, len(flat), 2)]
+        writes = [(flat[i], flat[i + 1]) for i in range(0, len(flat), 2)]
         try:
             parent_id, ckpt_t, ckpt_b, meta_t, meta_b = self._open(
                 "cp", tk.thread_id, member, entry[1]
@@ -363,8 +388,13 @@ class SaverCore:
         opened: list[tuple[str, str, Any]] = []
         damaged: dict[str, str] = {}  # write member -> reason
         damaged_tasks: dict[str, str] = {}
-        for write_member, record in decoded.writes:
-            task_id = self.keys.parse_write_member(write_member).task_id
+        for raw_member, record in decoded.writes:
+            try:
+                write_member = _text(raw_member)
+                task_id = self.keys.parse_write_member(write_member).task_id
+            except ValueError:  # not a member this saver wrote: drop it from the index
+                decoded.dropped_writes.append(("wr", raw_member, MALFORMED))
+                continue
             try:
                 channel, type_, data = self._open("wr", tk.thread_id, write_member, record)
             except (RecordDamagedError, ValueError) as exc:
@@ -409,8 +439,9 @@ class SaverCore:
             tk.thread_id,
             reason,
         )
-        for write_member, _ in decoded.writes:
-            if self.keys.parse_write_member(write_member).task_id == task_id:
+        for raw_member, _ in decoded.writes:
+            write_member = _label(raw_member)
+            if _task_of(self.keys, write_member) == task_id:
                 why = damaged.get(write_member) or f"sibling of a damaged write: {reason}"
                 decoded.dropped_writes.append(("wr", write_member, why))
         if report is not None:
@@ -478,7 +509,7 @@ class SaverCore:
         for kind, field_, reason in moves:
             if (kind == "cp" and reason == "missing") or reason.startswith(_CONFIG_REASONS):
                 continue  # gone already (its quarantine entry says why) / maybe not damage
-            args += [kind, field_, self.keys.quarantine_field(kind, field_), reason]
+            args += [kind, field_, self.keys.quarantine_field(kind, _label(field_)), reason]
         if args:
             yield Script("quarantine", tk.for_writes(), args)
 
@@ -633,8 +664,12 @@ class SaverCore:
         self._log_wrongtype(tk, wrongtype)
         chosen: list[tuple[str, str]] = []
         for raw in members:
-            member = _text(raw)
-            m_ns, m_id = self.keys.parse_checkpoint_member(member)
+            try:
+                member = _text(raw)
+                m_ns, m_id = self.keys.parse_checkpoint_member(member)
+            except ValueError:
+                logger.warning("langgraph-durable: skipped a %s %r", MALFORMED, raw)
+                continue
             if ns is not None and m_ns != ns:
                 continue
             if checkpoint_id and m_id != checkpoint_id:
@@ -849,10 +884,14 @@ class SaverCore:
             except RecordDamagedError as exc:
                 bad_blobs[blob_field] = exc.reason
                 report.findings.append(Finding("channel value", tk.bl, blob_field, exc.reason))
-        indexed = {_text(m) for m in cp_index}
-        records = {_text(m): r for m, r in cps.items()}
+        indexed = {_label(m) for m in cp_index}
+        records = {_label(m): r for m, r in cps.items()}
         for member in sorted(indexed | set(records)):
-            checkpoint_id = self.keys.parse_checkpoint_member(member)[1]
+            try:
+                checkpoint_id = self.keys.parse_checkpoint_member(member)[1]
+            except ValueError:
+                report.findings.append(Finding("index", tk.cps, member, MALFORMED))
+                continue
             if member not in records:
                 report.findings.append(
                     Finding("index", tk.cps, member, "missing record", checkpoint_id)
@@ -885,9 +924,13 @@ class SaverCore:
             (report.damaged_checkpoints if problems else report.intact_checkpoints).append(
                 checkpoint_id
             )
-        writes = {_text(m): r for m, r in wrs.items()}
-        for write_member in sorted({_text(m) for m in wix} | set(writes)):
-            checkpoint_id = self.keys.parse_write_member(write_member).checkpoint_id
+        writes = {_label(m): r for m, r in wrs.items()}
+        for write_member in sorted({_label(m) for m in wix} | set(writes)):
+            try:
+                checkpoint_id = self.keys.parse_write_member(write_member).checkpoint_id
+            except ValueError:
+                report.findings.append(Finding("index", tk.wix, write_member, MALFORMED))
+                continue
             try:
                 self._open("wr", tk.thread_id, write_member, writes.get(write_member))
             except RecordDamagedError as exc:
@@ -954,7 +997,10 @@ class SaverCore:
             for d in on_path:
                 if not remaining:
                     break
-                for write_member, record in reversed(d.writes):
+                for raw_member, record in reversed(d.writes):
+                    write_member = _label(raw_member)
+                    if _task_of(self.keys, write_member) is None:
+                        continue  # a malformed index member is no write at all
                     try:
                         channel, type_, data = self._open("wr", thread_id, write_member, record)
                     except RecordDamagedError as exc:

@@ -252,6 +252,7 @@ DAMAGE = st.sampled_from(
         "empty",
         "wrong_type",
         "delete_key",
+        "bogus_member",
     ]
 )
 
@@ -289,6 +290,14 @@ def test_random_damage_never_yields_a_damaged_read(
             continue
         if redis_client.type(key) not in (b"hash", b"zset"):
             continue  # an earlier damage replaced the whole key
+        if kind == "bogus_member" and where in ("cps", "wix"):
+            anchors = redis_client.zrange(tk.cps, 0, -1) or [b"\x00x"]
+            anchor = anchors[pick % len(anchors)]
+                pick % 3 - 1 if pick % 3 else 0
+            ]
+            junk = bytes([pick % 256, (pick >> 8) % 256])
+            redis_client.zadd(key, {(anchor if where == "wix" else b"") + b"\x00" + junk: 0})
+            continue
         if where in ("cps", "wix"):
             members = redis_client.zrange(key, 0, -1)
             if members:
