@@ -293,8 +293,6 @@ def test_random_damage_never_yields_a_damaged_read(
         if kind == "bogus_member" and where in ("cps", "wix"):
             anchors = redis_client.zrange(tk.cps, 0, -1) or [b"\x00x"]
             anchor = anchors[pick % len(anchors)]
-                pick % 3 - 1 if pick % 3 else 0
-            ]
             junk = bytes([pick % 256, (pick >> 8) % 256])
             redis_client.zadd(key, {(anchor if where == "wix" else b"") + b"\x00" + junk: 0})
             continue
