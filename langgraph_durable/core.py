@@ -272,20 +272,28 @@ class SaverCore:
         stored = dict(checkpoint)
         values: dict[str, Any] = stored.pop("channel_values", {})
         meta = get_serializable_checkpoint_metadata(config, metadata)
-        upper, lower = self.keys.namespace_range(ns)
-        args: list[Any] = [self._ttl_arg, "", b"", str(meta.get("run_id") or ""), lower, upper]
-        for channel, version in new_versions.items():
-            blob_field = self.keys.blob_field(ns, channel, version)
-            args.append(blob_field)
-            args.append(self._blob_record(thread_id, blob_field, values.get(channel, _NO_VALUE)))
         member = self.keys.checkpoint_member(ns, checkpoint["id"])
-        args[1] = member
-        args[2] = self._seal(
+        record = self._seal(
             "cp",
             thread_id,
             member,
             [parent_id, *self.serde.dumps_typed(stored), *self.serde.dumps_typed(meta)],
         )
+        upper, lower = self.keys.namespace_range(ns)
+        args: list[Any] = [
+            self._ttl_arg,
+            member,
+            record,
+            str(meta.get("run_id") or ""),
+            lower,
+            upper,
+        ]
+        for channel, version in new_versions.items():  # only changed channels are written
+            blob_field = self.keys.blob_field(ns, channel, version)
+            args += [
+                blob_field,
+                self._blob_record(thread_id, blob_field, values.get(channel, _NO_VALUE)),
+            ]
         in_namespace = yield Script("put_checkpoint", tk.for_writes(), args)
         keep_last = self.keep_last
         if keep_last and in_namespace > keep_last + max(4, keep_last // 4):
@@ -494,7 +502,7 @@ class SaverCore:
             logger.error(
                 "langgraph-durable: key %s of thread %r has the wrong type (damaged): "
                 "read as empty",
-                _text(key),
+                _label(key),
                 tk.thread_id,
             )
 
@@ -721,7 +729,7 @@ class SaverCore:
             ("bl", bls, copied_bls),
         ):
             for raw_field, record in sorted(records.items()):
-                field_ = _text(raw_field)
+                field_ = _label(raw_field)  # a non-UTF-8 field cannot verify: left out below
                 try:
                     body = self._open(kind, src.thread_id, field_, record)
                 except RecordDamagedError as exc:
@@ -758,7 +766,7 @@ class SaverCore:
         for thread_id in (yield from self._all_thread_ids()):
             tk = self.keys.thread(thread_id)
             runs = yield Command(("HGETALL", tk.runs))
-            doomed = {_text(m) for m, r in runs.items() if _text(r) in wanted_runs}
+            doomed = {_label(m) for m, r in runs.items() if _label(r) in wanted_runs}
             if doomed:
                 yield from self._collect(tk, lambda decoded, pinned, doomed=doomed: doomed)
 
@@ -817,12 +825,10 @@ class SaverCore:
             referenced = {
                 f for m, d in decoded.items() if m not in doomed for f in self._blob_fields(d)
             }
-            garbage = (
-                [] if not intact else [f for f in map(_text, blob_fields) if f not in referenced]
-            )
+            garbage = [] if not intact else [f for f in blob_fields if _label(f) not in referenced]
             if not doomed and not garbage:
                 return
-            newest_member = _text(newest[0]) if newest else ""
+            newest_member = newest[0] if newest else b""  # exact bytes, for the guard
             deleted = yield Script(
                 "delete_checkpoints",
                 tk.for_writes(),
