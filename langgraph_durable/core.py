@@ -882,7 +882,7 @@ class SaverCore:
             ]
         )
         report = VerifyReport(tk.thread_id, quarantined=quarantined)
-        blobs = {_text(f): r for f, r in bls.items()}
+        blobs = {_label(f): r for f, r in bls.items()}
         bad_blobs: dict[str, str] = {}
         for blob_field, record in blobs.items():
             try:
