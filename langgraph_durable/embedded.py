@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from langgraph_durable.errors import ConfigurationError
 
@@ -51,8 +53,14 @@ def find_server_binary() -> str:
     )
 
 
+def _probe_client(port: int) -> redis.Redis:
+    # No retries: a refused connection means "not running", and SHUTDOWN drops the
+    # connection on purpose; redis-py's default backoff would wait seconds for nothing.
+    return redis.Redis(port=port, socket_connect_timeout=0.5, retry=Retry(NoBackoff(), 0))
+
+
 def _alive(port: int) -> bool:
-    client = redis.Redis(port=port, socket_connect_timeout=0.5)
+    client = _probe_client(port)
     try:
         return bool(client.ping())
     except redis.RedisError:
@@ -136,7 +144,7 @@ class EmbeddedRedis:
         port = self.running_port()
         if port is None:
             return False
-        client = redis.Redis(port=port)
+        client = _probe_client(port)
         try:
             client.shutdown(nosave=False)
         except redis.ConnectionError:
