@@ -731,7 +731,9 @@ class SaverCore:
             for raw_field, record in sorted(records.items()):
                 field_ = _label(raw_field)  # a non-UTF-8 field cannot verify: left out below
                 try:
-                    body = self._open(kind, src.thread_id, field_, record)
+                    body = self.envelope.open(
+                        KeySchema.identity(kind, src.thread_id, field_), record
+                    )
                 except RecordDamagedError as exc:
                     logger.warning(
                         "langgraph-durable: copy_thread %r -> %r left out a damaged record %s: %s",
@@ -741,7 +743,10 @@ class SaverCore:
                         exc.reason,
                     )
                     continue
-                out += [field_, self._seal(kind, dst.thread_id, field_, body)]
+                out += [
+                    field_,
+                    self.envelope.seal(KeySchema.identity(kind, dst.thread_id, field_), body),
+                ]
                 if kind == "cp":
                     out.append(runs.get(raw_field, b""))
         if not copied_cps:
@@ -961,16 +966,32 @@ class SaverCore:
         thread_id = _thread_id(conf)
         ns = conf.get("checkpoint_ns", "")
         tk = self.keys.thread(thread_id)
-        target = yield from self.get_tuple(config)
+        # Only the target's record is needed (its parent); its values were just loaded by
+        # the caller's get_tuple, so they are not read or deserialized a second time here.
+        target_id = conf.get("checkpoint_id")
+        upper, lower = self.keys.namespace_range(ns)
+        entries = yield from self._read_entries(
+            tk,
+            ["members", self.keys.checkpoint_member(ns, target_id)]
+            if target_id
+            else ["range", upper, lower, 1],
+        )
+        target = self._decode_entry(tk, entries[0]) if entries else None
+        if isinstance(target, _Damage):
+            if target.reason != "missing":
+                raise CheckpointCorruptedError(
+                    thread_id=thread_id,
+                    checkpoint_ns=ns,
+                    checkpoint_id=target.checkpoint_id,
+                    key=target.key,
+                    reason=target.reason,
+                )
+            target = None
         collected: dict[str, list[PendingWrite]] = {c: [] for c in channels}
         seeds: dict[str, Any] = {}
         remaining = set(channels)
-        wanted_id = (
-            target.parent_config["configurable"]["checkpoint_id"]
-            if target and target.parent_config
-            else None
-        )
-        cursor = target.checkpoint["id"] if target else None
+        wanted_id = target.parent_id if target else None
+        cursor = target.checkpoint_id if target else None
         while wanted_id and remaining:
             upper, lower = self.keys.namespace_range(ns, cursor)
             entries = yield from self._read_entries(tk, ["range", upper, lower, LIST_PAGE])

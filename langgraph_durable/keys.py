@@ -146,9 +146,6 @@ class KeySchema:
         )
         return upper, "[" + ns
 
-    def all_checkpoints_range(self) -> tuple[str, str]:
-        return "+", "-"
-
     # -- write members ------------------------------------------------------------------
     def write_member(
         self, checkpoint_ns: str, checkpoint_id: str, task_path: str, task_id: str, idx: int
@@ -167,16 +164,8 @@ class KeySchema:
     def blob_field(self, checkpoint_ns: str, channel: str, version: str | float) -> str:
         return _join(checkpoint_ns, channel, str(version))
 
-    def parse_blob_field(self, field: str | bytes) -> tuple[str, str, str]:
-        ns, channel, version = _split(field)
-        return ns, channel, version
-
     def quarantine_field(self, kind: str, field: str) -> str:
         return _join(kind, field)
-
-    def parse_quarantine_field(self, qfield: str | bytes) -> tuple[str, str]:
-        kind, field = _split(qfield)
-        return kind, field
 
     # -- record identity (what the envelope's checksum binds a record to) ---------------
     @staticmethod
