@@ -18,6 +18,18 @@ from langgraph.types import Send, interrupt
 from typing_extensions import TypedDict
 
 
+def chain(state: type, *nodes: tuple[str, Any]) -> StateGraph:
+    """START -> each (name, function) in order -> END."""
+    builder = StateGraph(state)
+    previous = START
+    for name, fn in nodes:
+        builder.add_node(name, fn)
+        builder.add_edge(previous, name)
+        previous = name
+    builder.add_edge(previous, END)
+    return builder
+
+
 class MessagesState(TypedDict):
     messages: Annotated[list[AnyMessage], add_messages]
 
@@ -76,13 +88,7 @@ def approval_graph() -> StateGraph:
     def act(state: ApprovalState) -> dict[str, Any]:
         return {"request": state["request"] + f" [{state['decision']}]"}
 
-    builder = StateGraph(ApprovalState)
-    builder.add_node("ask", ask)
-    builder.add_node("act", act)
-    builder.add_edge(START, "ask")
-    builder.add_edge("ask", "act")
-    builder.add_edge("act", END)
-    return builder
+    return chain(ApprovalState, ("ask", ask), ("act", act))
 
 
 class ParentState(TypedDict):
@@ -97,22 +103,13 @@ def subgraph_graph() -> StateGraph:
         answer = interrupt("inner question")
         return {"log": [f"inner_two:{answer}"]}
 
-    inner = StateGraph(ParentState)
-    inner.add_node("inner_one", inner_one)
-    inner.add_node("inner_two", inner_two)
-    inner.add_edge(START, "inner_one")
-    inner.add_edge("inner_one", "inner_two")
-    inner.add_edge("inner_two", END)
-
-    outer = StateGraph(ParentState)
-    outer.add_node("before", lambda s: {"log": ["before"]})
-    outer.add_node("child", inner.compile())
-    outer.add_node("after", lambda s: {"log": ["after"]})
-    outer.add_edge(START, "before")
-    outer.add_edge("before", "child")
-    outer.add_edge("child", "after")
-    outer.add_edge("after", END)
-    return outer
+    inner = chain(ParentState, ("inner_one", inner_one), ("inner_two", inner_two))
+    return chain(
+        ParentState,
+        ("before", lambda s: {"log": ["before"]}),
+        ("child", inner.compile()),
+        ("after", lambda s: {"log": ["after"]}),
+    )
 
 
 class FanState(TypedDict):
@@ -177,12 +174,9 @@ class CounterState(TypedDict):
 
 
 def counter_graph() -> StateGraph:
-    builder = StateGraph(CounterState)
-    builder.add_node("a", lambda s: {"value": s["value"] + 1, "trail": ["a"]})
-    builder.add_node("b", lambda s: {"value": s["value"] * 10, "trail": ["b"]})
-    builder.add_node("c", lambda s: {"value": s["value"] - 3, "trail": ["c"]})
-    builder.add_edge(START, "a")
-    builder.add_edge("a", "b")
-    builder.add_edge("b", "c")
-    builder.add_edge("c", END)
-    return builder
+    return chain(
+        CounterState,
+        ("a", lambda s: {"value": s["value"] + 1, "trail": ["a"]}),
+        ("b", lambda s: {"value": s["value"] * 10, "trail": ["b"]}),
+        ("c", lambda s: {"value": s["value"] - 3, "trail": ["c"]}),
+    )
