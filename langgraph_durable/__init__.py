@@ -13,7 +13,10 @@ from langgraph_durable.errors import (
     DurableError,
     InvalidConfigError,
     RecordDamagedError,
+    ToolCallDivergedError,
+    ToolOutcomeUnknownError,
 )
+from langgraph_durable.ledger import EscalationAnswer, LedgerEntry, ToolLedger, idempotency_key
 from langgraph_durable.saver import RedisSaver
 
 __all__ = [
@@ -21,13 +24,19 @@ __all__ = [
     "CheckpointCorruptedError",
     "ConfigurationError",
     "DurableError",
+    "EscalationAnswer",
     "Finding",
     "InvalidConfigError",
+    "LedgerEntry",
     "RecordDamagedError",
     "RecoveryReport",
     "RedisSaver",
     "SkippedCheckpoint",
+    "ToolCallDivergedError",
+    "ToolLedger",
+    "ToolOutcomeUnknownError",
     "VerifyReport",
+    "idempotency_key",
 ]
 
 __version__ = "0.1.0"

@@ -135,6 +135,13 @@ class AsyncRedisSaver(BaseRedisSaver):
             pass
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
 
+    # the ledger drives its plans through these, from sync and from async code
+    def _drive_sync(self, plan: Plan[Any]) -> Any:
+        return self._run_sync(self._drive(plan))
+
+    async def _drive_async(self, plan: Plan[Any]) -> Any:
+        return await self._drive(plan)
+
     # -- the checkpointer contract --------------------------------------------------------
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         return await self._drive(self.core.get_tuple(config))

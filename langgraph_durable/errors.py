@@ -49,3 +49,62 @@ class ConfigurationError(DurableError, ValueError):
 
 class InvalidConfigError(DurableError, ValueError):
     """A RunnableConfig passed to the saver lacks what the operation needs."""
+
+
+class ToolOutcomeUnknownError(DurableError):
+    """A recorded tool call may or may not have taken effect, and its policy says fail.
+
+    Raised when the ledger holds the intent of a call but no result (the process died
+    during the call, or the record was damaged) and the tool's policy is ``fail``, or a
+    human answered an escalation with ``{"action": "fail"}``.
+    """
+
+    def __init__(
+        self,
+        *,
+        thread_id: str,
+        tool_call_id: str | None,
+        name: str,
+        idempotency_key: str,
+        reason: str,
+    ) -> None:
+        super().__init__(
+            f"the outcome of tool call {name!r} (tool_call_id {tool_call_id!r}, idempotency "
+            f"key {idempotency_key!r}) in thread {thread_id!r} is unknown: {reason}"
+        )
+        self.thread_id = thread_id
+        self.tool_call_id = tool_call_id
+        self.name = name
+        self.idempotency_key = idempotency_key
+        self.reason = reason
+
+
+class ToolCallDivergedError(DurableError):
+    """A replayed call differs from the intent the ledger recorded at its position.
+
+    Returning the recorded result would hand the graph the answer to a different
+    question, so the ledger stops instead. Names what was recorded and what was asked.
+    """
+
+    def __init__(
+        self,
+        *,
+        thread_id: str,
+        position: int,
+        recorded_name: str,
+        recorded_args: object,
+        name: str,
+        args: object,
+    ) -> None:
+        super().__init__(
+            f"call {position} of this task in thread {thread_id!r} was recorded as "
+            f"{recorded_name}({recorded_args!r}) but is now {name}({args!r}); the ledger "
+            "will not return a recorded result for a different call (pass "
+            "on_divergence='new_call' to ToolLedger to run it as a new call)"
+        )
+        self.thread_id = thread_id
+        self.position = position
+        self.recorded_name = recorded_name
+        self.recorded_args = recorded_args
+        self.name = name
+        self.args = args

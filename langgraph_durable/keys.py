@@ -11,6 +11,9 @@ make ``T`` the Redis Cluster hash tag, so every key of a thread lives in one slo
     P:{T}:bl    HASH  ns SEP channel SEP version -> enveloped channel value
     P:{T}:runs  HASH  checkpoint member -> run_id (for delete_for_runs)
     P:{T}:qt    HASH  quarantined (damaged) records, kept for forensics
+    P:{T}:lg    HASH  ledger field -> enveloped tool-call ledger entry
+    P:{T}:lgx   ZSET  ledger index, score 0, members == ledger fields:  ns SEP step
+                      SEP task SEP call position SEP tool name SEP args hash
     P:{T}:<kind>:damaged  a key a write found holding the wrong type, moved aside
 
 Members are built so that the writes of a checkpoint are exactly the ``wix`` members in
@@ -31,7 +34,7 @@ SEP = "\x00"
 _SEP_AFTER = "\x01"  # the smallest string greater than every "... SEP ..." continuation
 _IDX_OFFSET = 2**31  # write indexes are negative for special channels (-1..-4)
 
-THREAD_KEY_KINDS = ("cps", "wix", "cp", "wr", "bl", "runs", "qt")
+THREAD_KEY_KINDS = ("cps", "wix", "cp", "wr", "bl", "runs", "qt", "lg", "lgx")
 
 
 def _escape_component(value: str) -> str:
@@ -71,10 +74,22 @@ class ThreadKeys:
     bl: str
     runs: str
     qt: str
+    lg: str
+    lgx: str
 
     def all(self) -> list[str]:
         """Every key of the thread, in the order the Lua scripts expect as KEYS."""
-        return [self.cps, self.wix, self.cp, self.wr, self.bl, self.runs, self.qt]
+        return [
+            self.cps,
+            self.wix,
+            self.cp,
+            self.wr,
+            self.bl,
+            self.runs,
+            self.qt,
+            self.lg,
+            self.lgx,
+        ]
 
     def damaged(self) -> list[str]:
         """Where a write moves a key it finds holding the wrong type, in ``all()`` order."""
@@ -92,6 +107,16 @@ class WriteMember:
     task_path: str
     task_id: str
     idx: int
+
+
+@dataclass(frozen=True)
+class LedgerField:
+    checkpoint_ns: str
+    step: int
+    task: str
+    position: int
+    name: str
+    args_hash: str
 
 
 class KeySchema:
@@ -163,6 +188,23 @@ class KeySchema:
     # -- channel values -----------------------------------------------------------------
     def blob_field(self, checkpoint_ns: str, channel: str, version: str | float) -> str:
         return _join(checkpoint_ns, channel, str(version))
+
+    # -- tool-call ledger ----------------------------------------------------------------
+    def ledger_task(self, checkpoint_ns: str, step: int, task: str) -> str:
+        """The prefix every ledger field of one task starts with (it ends with SEP)."""
+        return _join(checkpoint_ns, f"{step + _IDX_OFFSET:010d}", task) + SEP
+
+    def ledger_field(self, task_prefix: str, position: int, name: str, args_hash: str) -> str:
+        return task_prefix + _join(f"{position:07d}", name, args_hash)
+
+    def parse_ledger_field(self, field: str | bytes) -> LedgerField:
+        ns, step, task, position, name, args_hash = _split(field)
+        return LedgerField(ns, int(step) - _IDX_OFFSET, task, int(position), name, args_hash)
+
+    @staticmethod
+    def ledger_task_range(task_prefix: str) -> tuple[str, str]:
+        """(min, max) ZRANGEBYLEX bounds over the ledger fields of one task."""
+        return "[" + task_prefix, "(" + task_prefix[: -len(SEP)] + _SEP_AFTER
 
     def quarantine_field(self, kind: str, field: str) -> str:
         return _join(kind, field)

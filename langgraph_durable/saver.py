@@ -97,6 +97,12 @@ class RedisSaver(BaseRedisSaver):
             except StopIteration as stop:
                 return stop.value
 
+    # the ledger drives its plans through these, from sync and from async code
+    _drive_sync = _drive
+
+    async def _drive_async(self, plan: Plan[Any]) -> Any:
+        return await asyncio.to_thread(self._drive, plan)
+
     # -- the checkpointer contract --------------------------------------------------------
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         return self._drive(self.core.get_tuple(config))

@@ -18,6 +18,8 @@ SCRIPT_NAMES = (
     "delete_checkpoints",
     "restore_records",
     "quarantine",
+    "ledger_read",
+    "ledger_write",
 )
 
 

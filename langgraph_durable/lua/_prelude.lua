@@ -1,9 +1,9 @@
 -- Shared prelude, prepended to every script by langgraph_durable/scripts.py.
 -- KEYS of every thread script, in this order (langgraph_durable.keys.ThreadKeys.all):
---   1 cps  2 wix  3 cp  4 wr  5 bl  6 runs  7 qt
--- Write scripts get seven more (ThreadKeys.damaged): where each key goes if it holds the
+--   1 cps  2 wix  3 cp  4 wr  5 bl  6 runs  7 qt  8 lg  9 lgx
+-- Write scripts get as many more (ThreadKeys.damaged): where each key goes if it holds the
 -- wrong type, so a write never fails on a damaged key and never destroys its contents.
-local K_CPS, K_WIX, K_CP, K_WR, K_BL, K_RUNS, K_QT = 1, 2, 3, 4, 5, 6, 7
+local K_CPS, K_WIX, K_CP, K_WR, K_BL, K_RUNS, K_QT, K_LG, K_LGX = 1, 2, 3, 4, 5, 6, 7, 8, 9
 
 -- Refresh the TTL of every key of the thread, so nothing the thread still references
 -- (an old channel value of the newest checkpoint) expires before the thread does.
@@ -29,11 +29,11 @@ local function usable(i, want)
   return false
 end
 
-local KEY_TYPES = {'zset', 'zset', 'hash', 'hash', 'hash', 'hash', 'hash'}
+local KEY_TYPES = {'zset', 'zset', 'hash', 'hash', 'hash', 'hash', 'hash', 'hash', 'zset'}
 
 -- Before writing: move every key of the wrong type to its "damaged" twin.
 local function repair()
-  for i = 1, 7 do
-    if not usable(i, KEY_TYPES[i]) then redis.call('RENAME', KEYS[i], KEYS[i + 7]) end
+  for i = 1, #KEY_TYPES do
+    if not usable(i, KEY_TYPES[i]) then redis.call('RENAME', KEYS[i], KEYS[i + #KEY_TYPES]) end
   end
 end

@@ -1,0 +1,19 @@
+-- Write tool-call ledger entries (an intent, a result, an escalation) atomically.
+-- A record being replaced that was found damaged is kept in the quarantine hash first.
+-- KEYS: the thread's keys, then their damaged twins (see _prelude.lua)
+-- ARGV: 1 ttl, then quadruples (field, record, quarantine field, reason; the last two
+--       empty unless the record being replaced is damaged)
+repair()
+for i = 2, #ARGV, 4 do
+  local field = ARGV[i]
+  if ARGV[i + 3] ~= '' then
+    local old = redis.call('HGET', KEYS[K_LG], field)
+    if old then
+      redis.call('HSET', KEYS[K_QT], ARGV[i + 2], cmsgpack.pack({ARGV[i + 3], old}))
+    end
+  end
+  redis.call('HSET', KEYS[K_LG], field, ARGV[i + 1])
+  redis.call('ZADD', KEYS[K_LGX], 0, field)
+end
+touch(ARGV[1])
+return 1
