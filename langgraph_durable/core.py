@@ -711,22 +711,31 @@ class SaverCore:
         yield Command(("UNLINK", *self.keys.thread(str(thread_id)).for_writes()))
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> Plan[None]:
-        """Copy every checkpoint (the whole parent chain), write and value that verifies.
+        """Copy every checkpoint (the whole parent chain), write, value and tool-ledger
+        entry that verifies.
 
         Records are re-sealed under the target's identity; damaged ones are not copied.
         """
         src = self.keys.thread(str(source_thread_id))
         dst = self.keys.thread(str(target_thread_id))
-        cps, wrs, bls, runs = yield Batch(
-            [("HGETALL", src.cp), ("HGETALL", src.wr), ("HGETALL", src.bl), ("HGETALL", src.runs)]
+        cps, wrs, bls, runs, lgs = yield Batch(
+            [
+                ("HGETALL", src.cp),
+                ("HGETALL", src.wr),
+                ("HGETALL", src.bl),
+                ("HGETALL", src.runs),
+                ("HGETALL", src.lg),
+            ]
         )
         copied_cps: list[Any] = []
         copied_wrs: list[Any] = []
         copied_bls: list[Any] = []
+        copied_lgs: list[Any] = []
         for kind, records, out in (
             ("cp", cps, copied_cps),
             ("wr", wrs, copied_wrs),
             ("bl", bls, copied_bls),
+            ("lg", lgs, copied_lgs),
         ):
             for raw_field, record in sorted(records.items()):
                 field_ = _label(raw_field)  # a non-UTF-8 field cannot verify: left out below
@@ -749,7 +758,7 @@ class SaverCore:
                 ]
                 if kind == "cp":
                     out.append(runs.get(raw_field, b""))
-        if not copied_cps:
+        if not copied_cps and not copied_lgs:
             return
         yield Script(
             "restore_records",
@@ -758,8 +767,10 @@ class SaverCore:
                 self._ttl_arg,
                 len(copied_cps) // 3,
                 len(copied_wrs) // 2,
+                len(copied_lgs) // 2,
                 *copied_cps,
                 *copied_wrs,
+                *copied_lgs,
                 *copied_bls,
             ],
         )
@@ -840,10 +851,37 @@ class SaverCore:
                 [count, newest_member, len(doomed), *sorted(doomed), *garbage],
             )
             if deleted != -1:
+                yield from self._forget_ledger(tk, decoded, doomed)
                 return
         logger.warning(
             "langgraph-durable: gave up pruning thread %r: it kept being written", tk.thread_id
         )
+
+    def _forget_ledger(
+        self, tk: ThreadKeys, decoded: dict[str, _Decoded], doomed: set[str]
+    ) -> Plan[None]:
+        """Drop tool-ledger entries no remaining checkpoint can replay: those of top-level
+        tasks at or before the step of the oldest root checkpoint left (a replay runs the
+        steps after the checkpoint it starts from)."""
+        steps = [
+            d.metadata.get("step")
+            for m, d in decoded.items()
+            if m not in doomed and d.checkpoint_ns == ""
+        ]
+        if not doomed or not steps or not all(isinstance(s, int) for s in steps):
+            return
+        oldest = min(steps)  # type: ignore[type-var]
+        _, _, flat = yield Script("ledger_read", tk.for_writes(), ["-", "+", "fields"])
+        stale = []
+        for raw in flat:
+            try:
+                where = self.keys.parse_ledger_field(raw)
+            except (ValueError, UnicodeDecodeError):
+                continue
+            if "|" not in where.checkpoint_ns and where.step <= oldest:
+                stale.append(raw)
+        if stale:
+            yield Script("ledger_delete", tk.for_writes(), stale)
 
     def _newest_valid(self, tk: ThreadKeys, decoded: dict[str, _Decoded]) -> Plan[set[str]]:
         """Members of the newest checkpoint per namespace whose channel values all verify

@@ -93,12 +93,13 @@ class ToolCallDivergedError(DurableError):
         position: int,
         recorded_name: str,
         recorded_args: object,
-        name: str,
-        args: object,
+        requested_name: str,
+        requested_args: object,
     ) -> None:
         super().__init__(
             f"call {position} of this task in thread {thread_id!r} was recorded as "
-            f"{recorded_name}({recorded_args!r}) but is now {name}({args!r}); the ledger "
+            f"{recorded_name}({recorded_args!r}) but is now "
+            f"{requested_name}({requested_args!r}); the ledger "
             "will not return a recorded result for a different call (pass "
             "on_divergence='new_call' to ToolLedger to run it as a new call)"
         )
@@ -106,5 +107,5 @@ class ToolCallDivergedError(DurableError):
         self.position = position
         self.recorded_name = recorded_name
         self.recorded_args = recorded_args
-        self.name = name
-        self.args = args
+        self.requested_name = requested_name
+        self.requested_args = requested_args

@@ -198,16 +198,16 @@ class ToolLedger:
         default_policy: Policy = "escalate",
         on_divergence: Divergence = "raise",
     ) -> None:
-        if not hasattr(saver, "core") or not hasattr(saver, "_drive"):
-            raise ConfigurationError(
-                f"ToolLedger needs a langgraph-durable RedisSaver or AsyncRedisSaver, got "
-                f"{type(saver).__name__}"
-            )
         for name, policy in {**(policies or {}), "<default>": default_policy}.items():
             if policy not in POLICIES:
                 raise ConfigurationError(
                     f"unknown ledger policy {policy!r} for {name!r}: use one of {POLICIES}"
                 )
+        if not hasattr(saver, "core") or not hasattr(saver, "_drive"):
+            raise ConfigurationError(
+                f"ToolLedger needs a langgraph-durable RedisSaver or AsyncRedisSaver, got "
+                f"{type(saver).__name__}"
+            )
         if on_divergence not in ("raise", "new_call"):
             raise ConfigurationError(
                 f"on_divergence must be 'raise' or 'new_call', got {on_divergence!r}"
@@ -344,7 +344,9 @@ class ToolLedger:
                     e.damage,
                 )
 
-    def _prepare_parallel(self, ctx: _TaskContext, site: _Site) -> Plan[list[LedgerEntry]]:
+    def _prepare_parallel(
+        self, ctx: _TaskContext, site: _Site, message_calls: list[dict[str, Any]]
+    ) -> Plan[list[LedgerEntry]]:
         """Load a tool task's entries and number every unknown outcome to escalate.
 
         The calls of one ToolNode task run in parallel, but LangGraph matches resume
@@ -362,7 +364,9 @@ class ToolLedger:
         if fresh:
             first = max((e.escalation for e in numbered), default=-1) + 1  # type: ignore[type-var]
             fresh = [
-                self._as_intent(e, site.thread_id, escalation=first + i)
+                self._as_intent(
+                    e, site.thread_id, escalation=first + i, call=_call_at(message_calls, e)
+                )
                 for i, e in enumerate(fresh)
             ]
             yield from self._write(site.thread_id, fresh, replacing=ctx.entries.values())
@@ -384,14 +388,23 @@ class ToolLedger:
         ctx.entries[entry.field] = entry
         return entry
 
-    def _as_intent(self, entry: LedgerEntry, thread_id: str, **changes: Any) -> LedgerEntry:
+    def _as_intent(
+        self,
+        entry: LedgerEntry,
+        thread_id: str,
+        call: Mapping[str, Any] | None = None,
+        **changes: Any,
+    ) -> LedgerEntry:
         """An unknown outcome rewritten as a readable intent (a damaged record's bytes go
-        to quarantine as it is replaced)."""
+        to quarantine as it is replaced); a damaged record's arguments are taken from
+        the AI message ``call`` whose name and arguments hash match its field."""
         if entry.state == DAMAGED:
             return replace(
                 entry,
                 state=INTENT,
-                idempotency_key=entry.idempotency_key or _idempotency_key(thread_id, entry.field),
+                idempotency_key=_idempotency_key(thread_id, entry.field),
+                tool_call_id=call.get("id") if call else None,
+                args=_canonical_args(call.get("args", {}))[0] if call else None,
                 **changes,
             )
         return replace(entry, **changes)
@@ -412,8 +425,8 @@ class ToolLedger:
                             position=site.position,
                             recorded_name=other.name,
                             recorded_args=other.args,
-                            name=site.name,
-                            args=site.args,
+                            requested_name=site.name,
+                            requested_args=site.args,
                         )
             if ctx.ledger_damaged:  # an entry of this task may have been lost with it
                 raise self._unknown(site, key, "the ledger of this thread was damaged")
@@ -564,7 +577,7 @@ class ToolLedger:
             step=int(step),
         )
 
-    def _tool_site(self, request: Any) -> tuple[_TaskContext, _Site] | None:
+    def _tool_site(self, request: Any) -> tuple[_TaskContext, _Site, list[dict[str, Any]]] | None:
         call = request.tool_call
         if self.policy(call["name"]) == "readonly":
             return None
@@ -575,7 +588,7 @@ class ToolLedger:
         ctx = self._context(config)
         if ctx is None:
             return self._outside()
-        position = _position_in_message(request.state, call)
+        position, message_calls = _position_in_message(request.state, call)
         site = self._site(
             config,
             ctx,
@@ -584,7 +597,7 @@ class ToolLedger:
             tool_call_id=call.get("id"),
             position=position,
         )
-        return (ctx, site) if site is not None else self._outside()
+        return (ctx, site, message_calls) if site is not None else self._outside()
 
     def _outside(self) -> None:
         if not self._warned_outside:
@@ -600,10 +613,12 @@ class ToolLedger:
         found = self._tool_site(request)
         if found is None:
             return execute(request)
-        ctx, site = found
+        ctx, site, message_calls = found
         with ctx.lock:
             if not ctx.loaded:
-                escalations = self.saver._drive_sync(self._prepare_parallel(ctx, site))
+                escalations = self.saver._drive_sync(
+                    self._prepare_parallel(ctx, site, message_calls)
+                )
                 ctx.loaded = True
                 self._ask(ctx, site, escalations)
         decision = self.saver._drive_sync(self._begin(ctx, site, self.policy(site.name)))
@@ -616,10 +631,12 @@ class ToolLedger:
         found = self._tool_site(request)
         if found is None:
             return await execute(request)
-        ctx, site = found
+        ctx, site, message_calls = found
         async with cast(asyncio.Lock, ctx.alock):
             if not ctx.loaded:
-                escalations = await self.saver._drive_async(self._prepare_parallel(ctx, site))
+                escalations = await self.saver._drive_async(
+                    self._prepare_parallel(ctx, site, message_calls)
+                )
                 ctx.loaded = True
                 self._ask(ctx, site, escalations)
         decision = await self.saver._drive_async(self._begin(ctx, site, self.policy(site.name)))
@@ -678,7 +695,7 @@ class ToolLedger:
             raise ConfigurationError(f"unknown ledger policy {policy!r}: use one of {POLICIES}")
 
         def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
-            call_name = name or getattr(func, "__qualname__", getattr(func, "__name__", "call"))
+            call_name = name or getattr(func, "__name__", "call")
 
             def effective_policy() -> Policy:
                 return policy or self.policy(call_name)
@@ -826,23 +843,36 @@ def _messages_of(state: Any) -> list[Any]:
     return messages if isinstance(messages, list) else []
 
 
-def _position_in_message(state: Any, call: Mapping[str, Any]) -> int | None:
-    """The call's index in the newest AI message that holds it, if there is exactly one
-    match (duplicate ids with identical content fall back to the claim order)."""
+def _position_in_message(
+    state: Any, call: Mapping[str, Any]
+) -> tuple[int | None, list[dict[str, Any]]]:
+    """The call's index in the newest AI message that holds it (if exactly one of its
+    calls matches; identical duplicates fall back to the claim order), and its calls."""
     for message in reversed(_messages_of(state)):
         if not isinstance(message, AIMessage) or not message.tool_calls:
             continue
+        calls = cast(list[dict[str, Any]], message.tool_calls)
         matches = [
             i
-            for i, tc in enumerate(message.tool_calls)
+            for i, tc in enumerate(calls)
             if tc.get("id") == call.get("id")
             and tc.get("name") == call.get("name")
             and tc.get("args") == call.get("args")
         ]
-        if len(matches) == 1:
-            return matches[0]
         if matches:
-            return None
+            return (matches[0] if len(matches) == 1 else None), calls
+    return None, []
+
+
+def _call_at(calls: list[dict[str, Any]], entry: LedgerEntry) -> dict[str, Any] | None:
+    """The AI message's call recorded in ``entry``'s field, if it is that call."""
+    if entry.position < len(calls):
+        call = calls[entry.position]
+        if (
+            call.get("name") == entry.name
+            and _canonical_args(call.get("args", {}))[1] == entry.args_hash
+        ):
+            return call
     return None
 
 

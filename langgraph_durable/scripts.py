@@ -20,6 +20,7 @@ SCRIPT_NAMES = (
     "quarantine",
     "ledger_read",
     "ledger_write",
+    "ledger_delete",
 )
 
 

@@ -73,10 +73,10 @@ class Effects:
 
 
 def make_tools(
-    effects: Effects, hook: Callable[[str], None] = lambda point: None, delay: float = 0.0
+    effects: Effects, hook: Callable[..., None] = lambda point, tool="": None, delay: float = 0.0
 ) -> list[StructuredTool]:
     def charge(amount: int) -> str:
-        hook("tool_start")
+        hook("tool_start", "charge")
         key = idempotency_key()
         effects.append(tool="charge", kind="attempt", key=key, args={"amount": amount})
         # an idempotent API: a second request with the same key changes nothing
@@ -86,23 +86,23 @@ def make_tools(
         ):
             effects.append(tool="charge", kind="effect", key=key, args={"amount": amount})
         time.sleep(delay)
-        hook("tool_after_effect")
+        hook("tool_after_effect", "charge")
         return output_of("charge", {"amount": amount})
 
     def send_email(to: str) -> str:
-        hook("tool_start")
+        hook("tool_start", "send_email")
         time.sleep(delay)
         effects.append(tool="send_email", kind="effect", key=idempotency_key(), args={"to": to})
-        hook("tool_after_effect")
+        hook("tool_after_effect", "send_email")
         return output_of("send_email", {"to": to})
 
     def create_ticket(title: str) -> str:
-        hook("tool_start")
+        hook("tool_start", "create_ticket")
         effects.append(
             tool="create_ticket", kind="effect", key=idempotency_key(), args={"title": title}
         )
         time.sleep(delay)
-        hook("tool_after_effect")
+        hook("tool_after_effect", "create_ticket")
         return output_of("create_ticket", {"title": title})
 
     tools = []
@@ -136,7 +136,7 @@ def agent_graph(
     ledger: ToolLedger | None,
     effects: Effects,
     *,
-    hook: Callable[[str], None] = lambda point: None,
+    hook: Callable[..., None] = lambda point, tool="": None,
     delay: float = 0.0,
     wrap: Callable[[Any, Any], Any] | None = None,
     awrap: Callable[[Any, Any], Any] | None = None,

@@ -1,11 +1,12 @@
 -- Write verified, re-sealed records into a thread in one call (copy_thread).
--- KEYS: the target thread's keys (see _prelude.lua)
--- ARGV: 1 ttl, 2 number C of checkpoints, 3 number W of writes,
---       then C triples (checkpoint member, record, run id),
---       then W pairs (write member, record), then pairs (blob field, record)
+-- KEYS: the target thread's keys, then their damaged twins (see _prelude.lua)
+-- ARGV: 1 ttl, 2 number C of checkpoints, 3 number W of writes, 4 number L of ledger
+--       entries, then C triples (checkpoint member, record, run id), then W pairs
+--       (write member, record), then L pairs (ledger field, record), then pairs
+--       (blob field, record)
 repair()
-local c, w = tonumber(ARGV[2]), tonumber(ARGV[3])
-local i = 4
+local c, w, l = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local i = 5
 for _ = 1, c do
   redis.call('HSET', KEYS[K_CP], ARGV[i], ARGV[i + 1])
   redis.call('ZADD', KEYS[K_CPS], 0, ARGV[i])
@@ -15,6 +16,11 @@ end
 for _ = 1, w do
   redis.call('HSET', KEYS[K_WR], ARGV[i], ARGV[i + 1])
   redis.call('ZADD', KEYS[K_WIX], 0, ARGV[i])
+  i = i + 2
+end
+for _ = 1, l do
+  redis.call('HSET', KEYS[K_LG], ARGV[i], ARGV[i + 1])
+  redis.call('ZADD', KEYS[K_LGX], 0, ARGV[i])
   i = i + 2
 end
 while i <= #ARGV do

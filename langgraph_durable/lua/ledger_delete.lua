@@ -1,0 +1,9 @@
+-- Forget tool-ledger entries no checkpoint can replay any more (retention).
+-- KEYS: the thread's keys, then their damaged twins (see _prelude.lua)
+-- ARGV: ledger fields
+repair()
+for i = 1, #ARGV do
+  redis.call('HDEL', KEYS[K_LG], ARGV[i])
+  redis.call('ZREM', KEYS[K_LGX], ARGV[i])
+end
+return #ARGV
