@@ -65,7 +65,9 @@ _FORMAT = 1
 _LEDGER = "lg"  # record kind bound into each entry's checksum
 _NS_SEP, _NS_END = "|", ":"
 _FALLBACK_POSITION = 1_000_000  # positions of calls not found in an AI message start here
-_CONTEXTS_KEPT = 4096
+# Task attempts whose shared state is kept; an attempt evicted while still running would
+# load its entries again, so this is far above the tasks one process runs at once.
+_CONTEXTS_KEPT = 10_000
 
 _current_key: ContextVar[str | None] = ContextVar("langgraph_durable_idempotency_key", default=None)
 

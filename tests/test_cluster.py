@@ -160,3 +160,42 @@ async def test_graphs_on_cluster(cluster_url: str) -> None:
         sync_saver.delete_for_runs([])
         sync_saver.delete_thread("delta")
         assert delta.get_state(config).values == {}
+
+
+@pytest.mark.parametrize("client", ["sync", "async"])
+async def test_ledger_on_cluster(cluster_url: str, tmp_path: Path, client: str) -> None:
+    """Escalation, replay and copy through the cluster clients: every ledger script
+    touches only the thread's slot."""
+    from langgraph.types import Command
+
+    from langgraph_durable import ToolLedger
+    from tests.ledger_agent import POLICIES, START_INPUT, Effects, agent_graph, answer
+    from tests.test_ledger import Crash, crash_at
+
+    effects = Effects(str(tmp_path / "effects"))
+    config = {"configurable": {"thread_id": "ledger:{x}"}}
+    prefix = f"lc{uuid.uuid4().hex[:8]}"
+
+    async def drive(saver: RedisSaver | AsyncRedisSaver) -> None:
+        ledger = ToolLedger(saver, policies=POLICIES)
+        hook = crash_at("tool_after_effect", "send_email")
+        graph = agent_graph(ledger, effects, hook=hook).compile(checkpointer=saver)
+        with pytest.raises(Crash):
+            await graph.ainvoke(START_INPUT, config)
+        out = await graph.ainvoke(None, config)
+        value = out["__interrupt__"][0].value
+        out = await graph.ainvoke(Command(resume=answer(value, effects)), config)
+        assert out["messages"][-1].content == "all done"
+        sent = [e for e in effects.lines() if e["tool"] == "send_email"]
+        assert len(sent) == 3
+        await saver.acopy_thread("ledger:{x}", "copy")
+        assert len(await ledger.aentries("copy")) == 9
+
+    if client == "async":
+        async with AsyncRedisSaver.from_conn_string(
+            cluster_url, cluster=True, key_prefix=prefix
+        ) as saver:
+            await drive(saver)
+    else:
+        with RedisSaver.from_conn_string(cluster_url, cluster=True, key_prefix=prefix) as saver:
+            await drive(saver)
