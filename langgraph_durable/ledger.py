@@ -115,7 +115,12 @@ class LedgerEntry:
     tool_call_id: str | None = None
     args: Any = None
     attempts: int = 0
-    escalation: int | None = None  # order of its escalation interrupt within the task
+    # Escalations: every interrupt this call raised, numbered in the order the task
+    # raises them (replays raise them all again in that order, so LangGraph matches
+    # each stored answer to the same question), and the one whose answer applies to
+    # the current attempt (None once acted on: an attempt that is lost again asks anew).
+    escalations: tuple[int, ...] = ()
+    escalation: int | None = None
     resolution: str | None = None  # how a human answered its escalation
     result: Any = None
     error: str | None = None
@@ -240,6 +245,7 @@ class ToolLedger:
             "args": entry.args,
             "attempts": entry.attempts,
             "escalation": entry.escalation,
+            "escalations": list(entry.escalations),
             "resolution": entry.resolution,
             "result": list(serde.dumps_typed(entry.result)) if entry.state == RESULT else None,
             "error": entry.error,
@@ -279,6 +285,7 @@ class ToolLedger:
                 args=body["args"],
                 attempts=body["attempts"],
                 escalation=body["escalation"],
+                escalations=tuple(body["escalations"]),
                 resolution=body["resolution"],
                 result=serde.loads_typed(tuple(result)) if result is not None else None,
                 error=body["error"],
@@ -348,7 +355,7 @@ class ToolLedger:
 
     def _prepare_parallel(
         self, ctx: _TaskContext, site: _Site, message_calls: list[dict[str, Any]]
-    ) -> Plan[list[LedgerEntry]]:
+    ) -> Plan[list[tuple[int, LedgerEntry]]]:
         """Load a tool task's entries and number every unknown outcome to escalate.
 
         The calls of one ToolNode task run in parallel, but LangGraph matches resume
@@ -357,38 +364,46 @@ class ToolLedger:
         order by one caller (``_ask``), on every replay of the task.
         """
         yield from self._load(ctx, site)
-        numbered = [e for e in ctx.entries.values() if e.escalation is not None]
         fresh = [
             e
             for e in sorted(ctx.entries.values(), key=lambda e: e.position)
             if e.outcome_unknown and e.escalation is None and self.policy(e.name) == "escalate"
         ]
         if fresh:
-            first = max((e.escalation for e in numbered), default=-1) + 1  # type: ignore[type-var]
+            first = _next_slot(ctx.entries.values())
             fresh = [
                 self._as_intent(
-                    e, site.thread_id, escalation=first + i, call=_call_at(message_calls, e)
+                    e,
+                    site.thread_id,
+                    escalation=first + i,
+                    escalations=(*e.escalations, first + i),
+                    call=_call_at(message_calls, e),
                 )
                 for i, e in enumerate(fresh)
             ]
             yield from self._write(site.thread_id, fresh, replacing=ctx.entries.values())
             ctx.entries.update({e.field: e for e in fresh})
-            numbered += fresh
-        return sorted(numbered, key=lambda e: cast(int, e.escalation))
+        slots = {slot: e for e in ctx.entries.values() for slot in e.escalations}
+        return sorted(slots.items())
 
     def _escalate_inline(self, ctx: _TaskContext, site: _Site) -> Plan[LedgerEntry | None]:
-        """The entry a sequential call must escalate now (numbered and persisted), if any."""
+        """The entry of a sequential call, numbered and persisted if it must escalate now;
+        ``None`` if it never escalated."""
         entry = ctx.entries.get(site.field)
-        if entry is None or entry.escalation is not None:
-            return entry if entry is not None and entry.escalation is not None else None
-        if not (entry.outcome_unknown and self.policy(entry.name) == "escalate"):
+        if entry is None:
             return None
-        numbers = [e.escalation for e in ctx.entries.values() if e.escalation is not None]
-        numbered = self._as_intent(entry, site.thread_id, escalation=max(numbers, default=-1) + 1)
-        yield from self._write(site.thread_id, [numbered], replacing=[entry])
-        entry = numbered
-        ctx.entries[entry.field] = entry
-        return entry
+        if (
+            entry.outcome_unknown
+            and entry.escalation is None
+            and self.policy(entry.name) == "escalate"
+        ):
+            slot = _next_slot(ctx.entries.values())
+            numbered = self._as_intent(
+                entry, site.thread_id, escalation=slot, escalations=(*entry.escalations, slot)
+            )
+            yield from self._write(site.thread_id, [numbered], replacing=[entry])
+            ctx.entries[entry.field] = entry = numbered
+        return entry if entry.escalations else None
 
     def _as_intent(
         self,
@@ -475,7 +490,7 @@ class ToolLedger:
             tool_call_id=site.tool_call_id,
             args=site.args,
             attempts=attempts + 1,
-            escalation=entry.escalation if entry is not None else None,
+            escalations=entry.escalations if entry is not None else (),
             resolution=(ctx.answers[site.field].action if site.field in ctx.answers else None),
             started_at=time.time(),
         )
@@ -502,20 +517,22 @@ class ToolLedger:
         )
 
     # -- escalation -----------------------------------------------------------------
-    def _ask(self, ctx: _TaskContext, site: _Site, escalations: list[LedgerEntry]) -> None:
-        """Raise each escalation's ``interrupt()`` in its number's order; keep the answers,
-        or the interrupt (or invalid answer) that stops the task, for every call."""
-        for entry in escalations:
+    def _ask(
+        self, ctx: _TaskContext, site: _Site, escalations: list[tuple[int, LedgerEntry]]
+    ) -> None:
+        """Raise every escalation's ``interrupt()`` in its number's order; keep the answers
+        that apply to current attempts, or the interrupt (or invalid answer) that stops
+        the task, for every call."""
+        for slot, entry in escalations:
             try:
-                ctx.answers[entry.field] = interrupt(
+                answer = interrupt(
                     _escalation_value(site.thread_id, entry), response_schema=EscalationAnswer
                 )
-            except GraphInterrupt as exc:
-                ctx.failure = exc
+            except (GraphInterrupt, ValidationError) as exc:  # an invalid answer can be
+                ctx.failure = exc  # answered again: LangGraph stores nothing for it
                 return
-            except ValidationError as exc:  # an invalid answer, which can be answered again
-                ctx.failure = exc
-                return
+            if slot == entry.escalation:
+                ctx.answers[entry.field] = answer
 
     # -- where a call is recorded -----------------------------------------------------
     def _context(self, config: RunnableConfig) -> _TaskContext | None:
@@ -775,12 +792,15 @@ class ToolLedger:
 
     def _answer_inline(self, ctx: _TaskContext, site: _Site, entry: LedgerEntry | None) -> None:
         """A sequential call escalates at its own place in the node, so its
-        ``interrupt()`` keeps its order among the node's other interrupts."""
+        ``interrupt()`` calls keep their order among the node's other interrupts."""
         if entry is None:
             return
-        ctx.answers[site.field] = interrupt(
-            _escalation_value(site.thread_id, entry), response_schema=EscalationAnswer
-        )
+        for slot in entry.escalations:
+            answer = interrupt(
+                _escalation_value(site.thread_id, entry), response_schema=EscalationAnswer
+            )
+            if slot == entry.escalation:
+                ctx.answers[site.field] = answer
 
     # -- inspection -----------------------------------------------------------------
     def entries(self, thread_id: str) -> list[LedgerEntry]:
@@ -805,6 +825,10 @@ def _fresh(exc: BaseException) -> BaseException:
     if isinstance(exc, GraphInterrupt):
         return GraphInterrupt(*exc.args)
     return exc
+
+
+def _next_slot(entries: Iterable[LedgerEntry]) -> int:
+    return max((slot for e in entries for slot in e.escalations), default=-1) + 1
 
 
 def _canonical(value: Any) -> Any:

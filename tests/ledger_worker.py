@@ -23,6 +23,16 @@ from langgraph_durable import AsyncRedisSaver, RedisSaver, ToolLedger
 from tests.ledger_agent import POLICIES, START_INPUT, Effects, agent_graph, answer
 
 _seen: Counter[str] = Counter()
+# Called once the worker is ready to run (the soak's forked workers set it).
+on_ready: Any = None
+
+
+def announce_ready() -> None:
+    print("ready", flush=True)
+    if on_ready is not None:
+        on_ready()
+
+
 _kill_point: str | None = None
 _kill_nth = 0
 
@@ -92,7 +102,7 @@ def run_sync(url: str, prefix: str, thread: str, effects: Effects, durability: s
     with client as saver:
         graph = build(ToolLedger(saver, policies=POLICIES), effects).compile(checkpointer=saver)
         config = {"configurable": {"thread_id": thread}}
-        print("ready", flush=True)
+        announce_ready()
         while (inp := next_input(graph.get_state(config), effects)) != "done":
             graph.invoke(inp, config, durability=durability)
     print("done", flush=True)
@@ -102,7 +112,7 @@ async def run_async(url: str, prefix: str, thread: str, effects: Effects, durabi
     async with HookedAsyncSaver.from_conn_string(url, key_prefix=prefix) as saver:
         graph = build(ToolLedger(saver, policies=POLICIES), effects).compile(checkpointer=saver)
         config = {"configurable": {"thread_id": thread}}
-        print("ready", flush=True)
+        announce_ready()
         while (inp := next_input(await graph.aget_state(config), effects)) != "done":
             await graph.ainvoke(inp, config, durability=durability)
     print("done", flush=True)

@@ -172,6 +172,40 @@ def test_several_unknown_calls_escalate_in_order_each_answer_to_its_call(
     assert len(effect_lines(effects, "create_ticket")) == 3
 
 
+def test_a_retry_that_is_lost_again_asks_again_instead_of_reusing_the_answer(
+    saver: RedisSaver, effects: Effects, reference: list[Any]
+) -> None:
+    """A human answered "retry"; the retried call took effect and the process died before
+    its result. The old answer must not run it a third time: the call asks anew."""
+    plan = [("tool_start", "send_email"), ("tool_start", "create_ticket")]
+    plan += [("tool_after_effect", "send_email")]
+
+    def hook(point: str, tool: str = "") -> None:
+        if plan and (point, tool) in plan[:2]:
+            plan.remove((point, tool))
+            raise Crash(f"{tool} at {point}")
+
+    ledger = ToolLedger(saver, policies=POLICIES)
+    graph = agent_graph(ledger, effects, hook=hook).compile(checkpointer=saver)
+    with pytest.raises(Crash):
+        graph.invoke(START_INPUT, CONFIG)
+    asked = []
+    for _ in range(10):
+        state = graph.get_state(CONFIG)
+        if not state.next and not state.tasks:
+            break
+        asked += [(i.value["name"], answer(i.value, effects)["action"]) for i in state.interrupts]
+        resume = {i.id: answer(i.value, effects) for i in state.interrupts}
+        try:
+            graph.invoke(Command(resume=resume) if resume else None, CONFIG)
+        except Crash:  # the retried send_email died after its effect
+            pass
+    assert normalized(graph.get_state(CONFIG).values["messages"]) == reference
+    assert ("send_email", "skip") in asked  # asked again after the lost retry
+    assert len(effect_lines(effects, "send_email")) == 3
+    assert len(effect_lines(effects, "create_ticket")) == 3
+
+
 def test_policy_fail_and_answer_fail_raise_tool_outcome_unknown(
     saver: RedisSaver, effects: Effects
 ) -> None:
