@@ -1,14 +1,20 @@
-"""Crash-and-resume demo: a worker running an agent is SIGKILLed mid-run; a fresh worker
-resumes from the last checkpoint in Redis instead of starting over.
+"""Crash-and-resume demo: a research agent is SIGKILLed in the middle of its tool calls.
 
-    python -m langgraph_durable.demo            # embedded Redis (or REDIS_URL)
+A scripted chat model (no network, no API key) drives a ToolNode with side-effecting tools:
+a card charge (an idempotent payment API, policy ``retry``), an e-mail (not idempotent,
+policy ``escalate``) and a report written to a file, plus a read-only search. A worker
+process runs the agent and is killed with SIGKILL right after the charge went through,
+while the e-mail is still being sent. A fresh worker resumes from Redis: recorded results
+come back from the ledger, the e-mail whose outcome is unknown is escalated to an
+"operator" (who checks the outbox), and the run completes. The verdict checks that every
+side effect happened exactly once.
+
+    langgraph-durable demo [--damage] [--json]     (or python -m langgraph_durable.demo)
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import operator
 import os
 import signal
 import subprocess
@@ -19,120 +25,291 @@ import uuid
 from pathlib import Path
 from typing import Annotated, Any
 
+from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.tools import StructuredTool
 from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.prebuilt import ToolNode
+from langgraph.types import Command
 from typing_extensions import TypedDict
 
-from langgraph_durable.embedded import resolve_url
+from langgraph_durable.ledger import ToolLedger, idempotency_key
 from langgraph_durable.saver import RedisSaver
 
-STEPS = ["plan", "search", "read", "summarize", "draft", "review"]
+# What the scripted model asks for, round by round (each round's calls run in parallel).
+SCRIPT: list[list[dict[str, Any]]] = [
+    [{"name": "search", "args": {"query": "crash-safe agents"}}],
+    [
+        {"name": "charge_card", "args": {"customer": "acme", "cents": 4900}},
+        {"name": "send_email", "args": {"to": "team@acme.example", "subject": "research started"}},
+    ],
+    [
+        {"name": "write_report", "args": {"title": "Crash-safe agents"}},
+        {"name": "send_email", "args": {"to": "boss@acme.example", "subject": "report ready"}},
+    ],
+]
+POLICIES: dict[str, Any] = {"charge_card": "retry", "search": "readonly"}
+SIDE_EFFECTS = {"charge_card", "send_email", "write_report"}
 
 
-class ResearchState(TypedDict):
-    topic: str
-    notes: Annotated[list[str], operator.add]
+class ScriptedChatModel(BaseChatModel):
+    """A chat model that plays ``SCRIPT``: the n-th answer for the n-th AI turn."""
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted"
+
+    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
+        turn = sum(isinstance(m, AIMessage) for m in messages)
+        if turn < len(SCRIPT):
+            calls = [{**c, "id": f"call_{i}"} for i, c in enumerate(SCRIPT[turn])]
+            message = AIMessage(content=f"step {turn + 1}", tool_calls=calls)
+        else:
+            message = AIMessage(content="Report written, team and boss informed.")
+        return ChatResult(generations=[ChatGeneration(message=message)])
 
 
-def research_graph(effects: Path, delay: float) -> StateGraph:
-    builder = StateGraph(ResearchState)
+class AgentState(TypedDict):
+    messages: Annotated[list[AnyMessage], add_messages]
 
-    def make(name: str):
-        def node(state: ResearchState) -> dict[str, Any]:
-            time.sleep(delay)
-            with effects.open("a") as f:  # the step's visible effect
-                f.write(json.dumps({"step": name, "pid": os.getpid()}) + "\n")
-            return {"notes": [f"{name}: {state['topic']}"]}
 
-        return node
+class World:
+    """The outside world the tools change: a JSONL log of effects, one line per effect."""
 
-    previous = START
-    for name in STEPS:
-        builder.add_node(name, make(name))
-        builder.add_edge(previous, name)
-        previous = name
-    builder.add_edge(previous, END)
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.log = directory / "effects.jsonl"
+
+    def record(self, tool: str, **fields: Any) -> None:
+        line = json.dumps({"tool": tool, "key": idempotency_key(), "pid": os.getpid(), **fields})
+        with self.log.open("a") as f:
+            f.write(line + "\n")
+
+    def effects(self) -> list[dict[str, Any]]:
+        if not self.log.exists():
+            return []
+        return [json.loads(line) for line in self.log.read_text().splitlines() if line]
+
+
+def make_tools(world: World, delay: float) -> list[StructuredTool]:
+    def search(query: str) -> str:
+        time.sleep(delay / 2)
+        return f"3 papers on {query}"
+
+    def charge_card(customer: str, cents: int) -> str:
+        # An idempotent payment API: a request repeating an idempotency key is a no-op.
+        if not any(e["key"] == idempotency_key() for e in world.effects()):
+            world.record("charge_card", customer=customer, cents=cents)
+        return f"charged {customer} {cents / 100:.2f} USD"
+
+    def send_email(to: str, subject: str) -> str:
+        time.sleep(delay)  # the mail server is slow
+        world.record("send_email", to=to, subject=subject)
+        return f"mailed {to}"
+
+    def write_report(title: str) -> str:
+        path = world.directory / "report.md"
+        with path.open("a") as f:
+            f.write(f"# {title}\n")
+        world.record("write_report", path=str(path))
+        return f"wrote {path.name}"
+
+    return [
+        StructuredTool.from_function(func=fn, name=fn.__name__, description=fn.__name__)
+        for fn in (search, charge_card, send_email, write_report)
+    ]
+
+
+def research_agent(
+    ledger: ToolLedger, world: World, delay: float = 0.5, wrap: Any = None
+) -> StateGraph:
+    """The agent graph; ``wrap`` replaces ``ledger.wrap_tool_call`` (to watch it)."""
+    model = ScriptedChatModel()
+
+    def agent(state: AgentState) -> dict[str, Any]:
+        return {"messages": [model.invoke(state["messages"])]}
+
+    def route(state: AgentState) -> str:
+        return "tools" if state["messages"][-1].tool_calls else END
+
+    builder = StateGraph(AgentState)
+    builder.add_node("agent", agent)
+    builder.add_node(
+        "tools",
+        ToolNode(
+            make_tools(world, delay),
+            wrap_tool_call=wrap or ledger.wrap_tool_call,
+            awrap_tool_call=ledger.awrap_tool_call,
+        ),
+    )
+    builder.add_edge(START, "agent")
+    builder.add_conditional_edges("agent", route, ["tools", END])
+    builder.add_edge("tools", "agent")
     return builder
 
 
-def worker(url: str, thread_id: str, effects: Path, delay: float) -> None:
-    with RedisSaver.from_conn_string(url) as saver:
-        graph = research_graph(effects, delay).compile(checkpointer=saver)
+def operator_answer(value: dict[str, Any], world: World) -> dict[str, Any]:
+    """The human on call: checks the outbox for the call's idempotency key."""
+    sent = [e for e in world.effects() if e["key"] == value["idempotency_key"]]
+    if sent:
+        return {"action": "skip", "result": f"mailed {value['args']['to']}"}
+    return {"action": "retry"}
+
+
+def worker(url: str, prefix: str, thread_id: str, directory: Path, delay: float) -> dict:
+    """Run (or resume) the agent to the end; report what ran and what was replayed."""
+    world = World(directory)
+    ran: set[tuple[Any, str]] = set()
+    escalations: list[dict[str, Any]] = []
+    with RedisSaver.from_conn_string(url, key_prefix=prefix) as saver:
+        ledger = ToolLedger(saver, policies=POLICIES)
+        calls: dict[tuple[Any, str], str] = {}  # (step, tool_call_id) -> tool name
+
+        def watch(request: Any, execute: Any) -> Any:
+            call = (request.runtime.config["metadata"]["langgraph_step"], request.tool_call["id"])
+            calls[call] = request.tool_call["name"]
+
+            def run(req: Any) -> Any:
+                ran.add(call)
+                return execute(req)
+
+            return ledger.wrap_tool_call(request, run)
+
+        graph = research_agent(ledger, world, delay, wrap=watch).compile(checkpointer=saver)
         config = {"configurable": {"thread_id": thread_id}}
         started = time.monotonic()
         state = graph.get_state(config)
-        resumed_from = state.metadata.get("step") if state.metadata else None
-        value = None if state.next else {"topic": "durable agents", "notes": []}
-        result = graph.invoke(value, config, durability="sync")
-        print(
-            json.dumps(
-                {
-                    "resumed_from_step": resumed_from,
-                    "notes": len(result["notes"]),
-                    "seconds": round(time.monotonic() - started, 3),
-                }
-            ),
-            flush=True,
+        report = saver.recovery_report(thread_id)
+        value: Any = (
+            {"messages": [HumanMessage(content="Research crash-safe agents, then report.")]}
+            if not state.values
+            else None
         )
+        while True:
+            out = graph.invoke(value, config, durability="sync")
+            pending = graph.get_state(config).interrupts
+            if not pending:
+                break
+            answers = {}
+            for item in pending:
+                answer = operator_answer(item.value, world)
+                escalations.append({"call": item.value["name"], "answer": answer["action"]})
+                answers[item.id] = answer
+            value = Command(resume=answers)
+        return {
+            "resumed_from_step": state.metadata.get("step") if state.metadata else None,
+            "skipped_checkpoints": [
+                {"checkpoint_id": s.checkpoint_id, "reason": s.reason} for s in report.skipped
+            ]
+            if report
+            else [],
+            "ran": [name for c, name in calls.items() if c in ran and name in SIDE_EFFECTS],
+            "replayed": [
+                name for c, name in calls.items() if c not in ran and name in SIDE_EFFECTS
+            ],
+            "escalations": escalations,
+            "final": out["messages"][-1].content,
+            "seconds": round(time.monotonic() - started, 3),
+        }
+
+
+def damage_newest_checkpoint(url: str, prefix: str, thread_id: str) -> str:
+    """Flip one bit of the newest checkpoint record (what a torn write or bad disk does)."""
+    with RedisSaver.from_conn_string(url, key_prefix=prefix) as saver:
+        latest = saver.get_tuple({"configurable": {"thread_id": thread_id}})
+        assert latest is not None
+        checkpoint_id = latest.config["configurable"]["checkpoint_id"]
+        tk = saver.keys.thread(thread_id)
+        field = saver.keys.checkpoint_member("", checkpoint_id)
+        record = saver.client.hget(tk.cp, field)
+        saver.client.hset(tk.cp, field, record[:-1] + bytes([record[-1] ^ 1]))
+        return checkpoint_id
+
+
+def run_demo(
+    url: str,
+    *,
+    prefix: str = "lgd",
+    damage: bool = False,
+    delay: float = 0.5,
+    emit: Any = print,
+) -> dict[str, Any]:
+    """The whole demo; ``emit`` gets each line of the timeline. Returns the verdict."""
+    thread_id = f"demo-{uuid.uuid4().hex[:8]}"
+    directory = Path(tempfile.mkdtemp(prefix="lgd-demo-"))
+    world = World(directory)
+    cmd = [sys.executable, "-m", "langgraph_durable.demo", "--worker", url, prefix, thread_id]
+    cmd += [str(directory), str(delay)]
+    emit(f"Redis {url}  thread {thread_id}  effects {world.log}")
+    first = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    while not any(e["tool"] == "charge_card" for e in world.effects()):
+        if first.poll() is not None:
+            raise RuntimeError("the first worker ended before it was killed")
+        time.sleep(0.01)
+    time.sleep(delay / 5)  # the charge's result is recorded; the e-mail is still sending
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    killed_at = time.monotonic()
+    before = world.effects()
+    emit(
+        f"worker {first.pid} SIGKILLed mid-step; effects so far: "
+        + ", ".join(e["tool"] for e in before)
+    )
+    damaged = damage_newest_checkpoint(url, prefix, thread_id) if damage else None
+    if damaged:
+        emit(f"damaged the newest checkpoint {damaged} (one bit flipped)")
+    second = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=True)
+    report = json.loads(second.stdout.strip().splitlines()[-1])
+    recovery = time.monotonic() - killed_at
+    for skipped in report["skipped_checkpoints"]:
+        emit(f"skipped damaged checkpoint {skipped['checkpoint_id']}: {skipped['reason']}")
+    emit(f"fresh worker resumed from the checkpoint of step {report['resumed_from_step']}")
+    emit(f"  replayed from the ledger (not called again): {', '.join(report['replayed']) or '-'}")
+    for e in report["escalations"]:
+        emit(f"  unknown outcome escalated: {e['call']} -> operator answered {e['answer']}")
+    emit(f"  tools that ran after the crash: {', '.join(report['ran']) or '-'}")
+    emit(
+        f"  finished {recovery:.2f}s after the kill ({report['seconds']:.2f}s of it resuming, "
+        f"the rest starting a Python process): {report['final']!r}"
+    )
+    effects = world.effects()
+    keys = [e["key"] for e in effects]
+    planned = sum(1 for turn in SCRIPT for c in turn if c["name"] in SIDE_EFFECTS)
+    duplicates = sorted({k for k in keys if keys.count(k) > 1})
+    exactly_once = not duplicates and len(effects) == planned and None not in keys
+    emit("timeline of side effects: " + " -> ".join(e["tool"] for e in effects))
+    verdict = {
+        "thread_id": thread_id,
+        "exactly_once": exactly_once,
+        "side_effects": len(effects),
+        "planned": planned,
+        "duplicates": duplicates,
+        "recovery_seconds": round(recovery, 3),
+        "damaged_checkpoint": damaged,
+        **report,
+    }
+    emit(
+        "VERDICT: "
+        + (
+            f"OK: every side effect happened exactly once ({len(effects)} of {planned})"
+            if exactly_once
+            else f"FAILED: {len(effects)} effects for {planned} calls, duplicates {duplicates}"
+        )
+    )
+    return verdict
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--redis-url", default=None)
-    parser.add_argument(
-        "--worker", nargs=3, metavar=("URL", "THREAD", "EFFECTS"), help=argparse.SUPPRESS
-    )
-    parser.add_argument("--delay", type=float, default=0.4)
-    args = parser.parse_args(argv)
-    if args.worker:
-        worker(args.worker[0], args.worker[1], Path(args.worker[2]), args.delay)
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["--worker"]:
+        url, prefix, thread_id, directory, delay = args[1:6]
+        print(json.dumps(worker(url, prefix, thread_id, Path(directory), float(delay))))
         return 0
+    from langgraph_durable.cli import cli
 
-    url = resolve_url(args.redis_url)
-    thread_id = f"demo-{uuid.uuid4().hex[:8]}"
-    effects = Path(tempfile.mkdtemp(prefix="lgd-demo-")) / "effects.jsonl"
-    effects.touch()
-    cmd = [
-        sys.executable,
-        "-m",
-        "langgraph_durable.demo",
-        "--delay",
-        str(args.delay),
-        "--worker",
-        url,
-        thread_id,
-        str(effects),
-    ]
-    print(f"Redis: {url}   thread: {thread_id}")
-    first = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
-    while len(effects.read_text().splitlines()) < 3:  # let three steps finish
-        time.sleep(0.02)
-    time.sleep(args.delay / 2)  # ... and kill it in the middle of the fourth
-    first.send_signal(signal.SIGKILL)
-    first.wait()
-    done_before = [json.loads(line)["step"] for line in effects.read_text().splitlines()]
-    print(f"worker {first.pid} killed with SIGKILL after: {', '.join(done_before)}")
-    killed_at = time.monotonic()
-    second = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=True)
-    report = json.loads(second.stdout.strip().splitlines()[-1])
-    timeline = [json.loads(line)["step"] for line in effects.read_text().splitlines()]
-    print(
-        f"fresh worker resumed from checkpoint at step {report['resumed_from_step']} "
-        f"and finished in {time.monotonic() - killed_at:.2f}s"
-    )
-    print("timeline of step effects:", " -> ".join(timeline))
-    repeated = sorted({s for s in timeline if timeline.count(s) > 1})
-    complete = set(timeline) == set(STEPS) and report["notes"] == len(STEPS)
-    print(f"steps repeated after the crash: {repeated or 'none'}")
-    ok = complete and not repeated
-    print(
-        "VERDICT:",
-        "OK: resumed from the last checkpoint, no finished step lost or repeated"
-        if ok
-        else "FAILED",
-    )
-    return 0 if ok else 1
+    return cli.main(["demo", *args], standalone_mode=False) or 0
 
 
 if __name__ == "__main__":

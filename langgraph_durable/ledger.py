@@ -138,6 +138,7 @@ class _Site:
     """Where one call is recorded, and what it is."""
 
     thread_id: str
+    task: str
     task_prefix: str
     field: str
     position: int
@@ -481,7 +482,7 @@ class ToolLedger:
             field=site.field,
             checkpoint_ns=site.checkpoint_ns,
             step=site.step,
-            task=site.task_prefix,
+            task=site.task,
             position=site.position,
             name=site.name,
             args_hash=site.args_hash,
@@ -583,6 +584,7 @@ class ToolLedger:
         field = self._keys.ledger_field(prefix, position, name, args_hash)
         return _Site(
             thread_id=str(thread_id),
+            task=task,
             task_prefix=prefix,
             field=field,
             position=position,
