@@ -228,6 +228,32 @@ def damage_newest_checkpoint(url: str, prefix: str, thread_id: str) -> str:
         return checkpoint_id
 
 
+def _worker_command(
+    url: str, prefix: str, thread_id: str, directory: Path, delay: float
+) -> list[str]:
+    return [sys.executable, "-m", "langgraph_durable.demo", "--worker", url, prefix, thread_id] + [
+        str(directory),
+        str(delay),
+    ]
+
+
+def start_and_kill(url: str, prefix: str, thread_id: str, directory: Path, delay: float) -> int:
+    """Run the agent in a worker process and SIGKILL it right after the card charge went
+    through, while an e-mail is still being sent. Returns the killed worker's pid."""
+    world = World(directory)
+    first = subprocess.Popen(
+        _worker_command(url, prefix, thread_id, directory, delay), stdout=subprocess.PIPE
+    )
+    while not any(e["tool"] == "charge_card" for e in world.effects()):
+        if first.poll() is not None:
+            raise RuntimeError("the first worker ended before it was killed")
+        time.sleep(0.01)
+    time.sleep(delay / 5)  # the charge's result is recorded; the e-mail is still sending
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    return first.pid
+
+
 def run_demo(
     url: str,
     *,
@@ -240,27 +266,22 @@ def run_demo(
     thread_id = f"demo-{uuid.uuid4().hex[:8]}"
     directory = Path(tempfile.mkdtemp(prefix="lgd-demo-"))
     world = World(directory)
-    cmd = [sys.executable, "-m", "langgraph_durable.demo", "--worker", url, prefix, thread_id]
-    cmd += [str(directory), str(delay)]
     emit(f"Redis {url}  thread {thread_id}  effects {world.log}")
-    first = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
-    while not any(e["tool"] == "charge_card" for e in world.effects()):
-        if first.poll() is not None:
-            raise RuntimeError("the first worker ended before it was killed")
-        time.sleep(0.01)
-    time.sleep(delay / 5)  # the charge's result is recorded; the e-mail is still sending
-    first.send_signal(signal.SIGKILL)
-    first.wait()
+    pid = start_and_kill(url, prefix, thread_id, directory, delay)
     killed_at = time.monotonic()
     before = world.effects()
     emit(
-        f"worker {first.pid} SIGKILLed mid-step; effects so far: "
-        + ", ".join(e["tool"] for e in before)
+        f"worker {pid} SIGKILLed mid-step; effects so far: " + ", ".join(e["tool"] for e in before)
     )
     damaged = damage_newest_checkpoint(url, prefix, thread_id) if damage else None
     if damaged:
         emit(f"damaged the newest checkpoint {damaged} (one bit flipped)")
-    second = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=True)
+    second = subprocess.run(
+        _worker_command(url, prefix, thread_id, directory, delay),
+        stdout=subprocess.PIPE,
+        text=True,
+        check=True,
+    )
     report = json.loads(second.stdout.strip().splitlines()[-1])
     recovery = time.monotonic() - killed_at
     for skipped in report["skipped_checkpoints"]:
