@@ -198,7 +198,13 @@ def worker(url: str, prefix: str, thread_id: str, directory: Path, delay: float)
                 escalations.append({"call": item.value["name"], "answer": answer["action"]})
                 answers[item.id] = answer
             value = Command(resume=answers)
+        steps = [
+            [snapshot.metadata["step"] + 1, list(snapshot.next)]
+            for snapshot in graph.get_state_history(config)
+            if snapshot.next and snapshot.metadata
+        ][::-1]
         return {
+            "steps": steps,
             "resumed_from_step": state.metadata.get("step") if state.metadata else None,
             "skipped_checkpoints": [
                 {"checkpoint_id": s.checkpoint_id, "reason": s.reason} for s in report.skipped
@@ -286,7 +292,16 @@ def run_demo(
     recovery = time.monotonic() - killed_at
     for skipped in report["skipped_checkpoints"]:
         emit(f"skipped damaged checkpoint {skipped['checkpoint_id']}: {skipped['reason']}")
-    emit(f"fresh worker resumed from the checkpoint of step {report['resumed_from_step']}")
+    resumed = report["resumed_from_step"]
+    emit(f"fresh worker resumed from the checkpoint of step {resumed}")
+    emit(
+        "  steps: "
+        + "  ".join(
+            f"{n}:{'+'.join(nodes)}{'*' if n == resumed + 1 else ''}"
+            for n, nodes in report["steps"]
+        )
+        + "   (* the step the crash interrupted)"
+    )
     emit(f"  replayed from the ledger (not called again): {', '.join(report['replayed']) or '-'}")
     for e in report["escalations"]:
         emit(f"  unknown outcome escalated: {e['call']} -> operator answered {e['answer']}")
