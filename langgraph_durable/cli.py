@@ -53,10 +53,17 @@ def out(as_json: bool, data: Any, lines: Callable[[], list[str]]) -> None:
             click.echo(line)
 
 
-def table(rows: list[list[Any]], header: list[str]) -> list[str]:
-    cells = [header] + [[str(c) for c in row] for row in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    return ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
+def out_table(
+    as_json: bool, rows: list[dict[str, Any]], columns: list[tuple[str, Callable[[dict], Any]]]
+) -> None:
+    """``rows`` as JSON, or as a text table of ``columns`` (header, cell of a row)."""
+
+    def lines() -> list[str]:
+        cells = [[h for h, _ in columns]] + [[str(cell(r)) for _, cell in columns] for r in rows]
+        widths = [max(len(r[i]) for r in cells) for i in range(len(columns))]
+        return ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
+
+    out(as_json, rows, lines)
 
 
 def when(ts: str | None) -> str:
@@ -109,22 +116,16 @@ def threads(redis_url: str | None, key_prefix: str, as_json: bool) -> None:
                     "ledger_entries": saver.client.zcard(tk.lgx),
                 }
             )
-    out(
+    out_table(
         as_json,
         rows,
-        lambda: table(
-            [
-                [
-                    r["thread_id"],
-                    r["step"],
-                    when(r["updated"]),
-                    r["checkpoints"],
-                    r["ledger_entries"],
-                ]
-                for r in rows
-            ],
-            ["THREAD", "STEP", "UPDATED", "CHECKPOINTS", "LEDGER"],
-        ),
+        [
+            ("THREAD", lambda r: r["thread_id"]),
+            ("STEP", lambda r: r["step"]),
+            ("UPDATED", lambda r: when(r["updated"])),
+            ("CHECKPOINTS", lambda r: r["checkpoints"]),
+            ("LEDGER", lambda r: r["ledger_entries"]),
+        ],
     )
 
 
@@ -145,22 +146,16 @@ def history(redis_url: str | None, key_prefix: str, as_json: bool, thread: str) 
             }
             for t in saver.list({"configurable": {"thread_id": thread}})
         ]
-    out(
+    out_table(
         as_json,
         rows,
-        lambda: table(
-            [
-                [
-                    r["step"],
-                    r["checkpoint_id"],
-                    r["source"],
-                    when(r["created"]),
-                    r["pending_writes"],
-                ]
-                for r in rows
-            ],
-            ["STEP", "CHECKPOINT", "SOURCE", "CREATED", "WRITES"],
-        ),
+        [
+            ("STEP", lambda r: r["step"]),
+            ("CHECKPOINT", lambda r: r["checkpoint_id"]),
+            ("SOURCE", lambda r: r["source"]),
+            ("CREATED", lambda r: when(r["created"])),
+            ("WRITES", lambda r: r["pending_writes"]),
+        ],
     )
 
 
@@ -238,25 +233,19 @@ def ledger(redis_url: str | None, key_prefix: str, as_json: bool, thread: str) -
         }
         for e in entries
     ]
-    out(
+    out_table(
         as_json,
         rows,
-        lambda: table(
-            [
-                [
-                    r["step"],
-                    r["position"],
-                    r["tool"],
-                    r["state"],
-                    r["attempts"],
-                    r["resolution"] or "-",
-                    r["idempotency_key"],
-                    str(r["result"])[:40],
-                ]
-                for r in rows
-            ],
-            ["STEP", "#", "TOOL", "STATE", "ATTEMPTS", "HUMAN", "IDEMPOTENCY KEY", "RESULT"],
-        ),
+        [
+            ("STEP", lambda r: r["step"]),
+            ("#", lambda r: r["position"]),
+            ("TOOL", lambda r: r["tool"]),
+            ("STATE", lambda r: r["state"]),
+            ("ATTEMPTS", lambda r: r["attempts"]),
+            ("HUMAN", lambda r: r["resolution"] or "-"),
+            ("IDEMPOTENCY KEY", lambda r: r["idempotency_key"]),
+            ("RESULT", lambda r: str(r["result"])[:40]),
+        ],
     )
 
 

@@ -50,7 +50,7 @@ from langgraph_durable.errors import (
     ToolCallDivergedError,
     ToolOutcomeUnknownError,
 )
-from langgraph_durable.keys import KeySchema
+from langgraph_durable.keys import KeySchema, LedgerField
 
 logger = logging.getLogger("langgraph_durable")
 
@@ -138,18 +138,21 @@ class _Site:
     """Where one call is recorded, and what it is."""
 
     thread_id: str
-    task: str
+    where: LedgerField  # the parts of ``field``
     task_prefix: str
     field: str
-    position: int
     ordered: bool  # position is the call's index in its AI message or its node
-    name: str
     args: Any
-    args_hash: str
     key: str
     tool_call_id: str | None
-    checkpoint_ns: str
-    step: int
+
+    @property
+    def name(self) -> str:
+        return self.where.name
+
+    @property
+    def position(self) -> int:
+        return self.where.position
 
 
 @dataclass
@@ -167,7 +170,7 @@ class _TaskContext:
     def __init__(self, scratchpad: object) -> None:
         self.scratchpad = scratchpad  # held, so its id() is not reused while we are
         self.lock = threading.Lock()
-        self.alock: asyncio.Lock | None = None
+        self.alock = asyncio.Lock()  # binds to a loop on first use
         self.loaded = False
         self.entries: dict[str, LedgerEntry] = {}
         self.ledger_damaged = False
@@ -258,17 +261,7 @@ class ToolLedger:
 
     def _open(self, thread_id: str, raw_field: bytes | str, record: bytes | None) -> LedgerEntry:
         field = raw_field.decode() if isinstance(raw_field, bytes) else raw_field
-        where = self._keys.parse_ledger_field(field)
-        base = LedgerEntry(
-            field=field,
-            checkpoint_ns=where.checkpoint_ns,
-            step=where.step,
-            task=where.task,
-            position=where.position,
-            name=where.name,
-            args_hash=where.args_hash,
-            state=DAMAGED,
-        )
+        base = LedgerEntry(field=field, **vars(self._keys.parse_ledger_field(field)), state=DAMAGED)
         try:
             raw = self.saver.core.envelope.open(
                 KeySchema.identity(_LEDGER, thread_id, field), record
@@ -454,11 +447,7 @@ class ToolLedger:
             if entry.state == RESULT:
                 return _Decision(replay=True, value=entry.result, key=key, entry=entry)
             if entry.outcome_unknown:
-                reason = (
-                    f"its ledger record is damaged ({entry.damage})"
-                    if entry.damage
-                    else "the process stopped between its intent and its result"
-                )
+                reason = _unknown_reason(entry)
                 answer = ctx.answers.get(site.field)
                 if answer is None:
                     if policy not in ("retry", "readonly"):
@@ -480,12 +469,7 @@ class ToolLedger:
                 # retry (by policy or by a human): run again under the same key
         intent = LedgerEntry(
             field=site.field,
-            checkpoint_ns=site.checkpoint_ns,
-            step=site.step,
-            task=site.task,
-            position=site.position,
-            name=site.name,
-            args_hash=site.args_hash,
+            **vars(site.where),
             state=INTENT,
             idempotency_key=key,
             tool_call_id=site.tool_call_id,
@@ -547,8 +531,6 @@ class ToolLedger:
                 self._contexts[id(scratchpad)] = ctx
                 while len(self._contexts) > _CONTEXTS_KEPT:
                     self._contexts.popitem(last=False)
-            if ctx.alock is None:
-                ctx.alock = asyncio.Lock()
             return ctx
 
     def _site(
@@ -584,18 +566,13 @@ class ToolLedger:
         field = self._keys.ledger_field(prefix, position, name, args_hash)
         return _Site(
             thread_id=str(thread_id),
-            task=task,
+            where=LedgerField(ns, int(step), task, position, name, args_hash),
             task_prefix=prefix,
             field=field,
-            position=position,
             ordered=ordered,
-            name=name,
             args=args,
-            args_hash=args_hash,
             key=_idempotency_key(str(thread_id), field),
             tool_call_id=tool_call_id,
-            checkpoint_ns=ns,
-            step=int(step),
         )
 
     def _tool_site(self, request: Any) -> tuple[_TaskContext, _Site, list[dict[str, Any]]] | None:
@@ -653,7 +630,7 @@ class ToolLedger:
         if found is None:
             return await execute(request)
         ctx, site, message_calls = found
-        async with cast(asyncio.Lock, ctx.alock):
+        async with ctx.alock:
             if not ctx.loaded:
                 escalations = await self.saver._drive_async(
                     self._prepare_parallel(ctx, site, message_calls)
@@ -729,7 +706,7 @@ class ToolLedger:
                     if found is None:
                         return await func(*args, **kwargs)
                     ctx, site = found
-                    async with cast(asyncio.Lock, ctx.alock):
+                    async with ctx.alock:
                         if not ctx.loaded:
                             await self.saver._drive_async(self._load(ctx, site))
                             ctx.loaded = True
@@ -930,13 +907,15 @@ def _escalation_value(thread_id: str, entry: LedgerEntry) -> dict[str, Any]:
         "step": entry.step,
         "attempts": entry.attempts,
         "started_at": entry.started_at,
-        "reason": (
-            f"its ledger record is damaged ({entry.damage})"
-            if entry.damage
-            else "the process stopped after recording the intent and before the result"
-        ),
+        "reason": _unknown_reason(entry),
         "answers": ["retry", "skip", "fail"],
     }
+
+
+def _unknown_reason(entry: LedgerEntry) -> str:
+    if entry.damage:
+        return f"its ledger record is damaged ({entry.damage})"
+    return "the process stopped between its intent and its result"
 
 
 def _describe(exc: BaseException) -> str:

@@ -72,43 +72,37 @@ def run_until_done(
     rng = rng or random.Random()
     kills = 0
     for n in range(max_workers):
-        if fork:
-            tail = [url, prefix, thread, effects_path, durability, mode]
-            if n == 0 and kill_at is not None:
-                tail += [kill_at[0], str(kill_at[1])]
-            code = _forked_worker(
-                tail, kill_after=rng.uniform(0, max_delay) if n < random_kills else None
-            )
-            if code == -9:
-                kills += 1
-                continue
-            if code != 0:
-                raise AssertionError(f"forked worker {n} failed with exit code {code}")
-            return Outcome(workers=n + 1, kills=kills)
-        argv = [sys.executable, "-m", "tests.ledger_worker", url, prefix, thread, effects_path]
-        argv += [durability, mode]
+        argv = [url, prefix, thread, effects_path, durability, mode]
         if n == 0 and kill_at is not None:
             argv += [kill_at[0], str(kill_at[1])]
-        proc = subprocess.Popen(
-            argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
-        assert proc.stdout is not None
-        ready = proc.stdout.readline()
-        if ready.strip() == "ready" and n < random_kills:
-            time.sleep(rng.uniform(0, max_delay))
-            proc.kill()
-        out, err = proc.communicate(timeout=120)
-        if proc.returncode == -9:
+        kill_after = rng.uniform(0, max_delay) if n < random_kills else None
+        code, err = (_forked_worker if fork else _exec_worker)(argv, kill_after)
+        if code == -9:
             kills += 1
             continue
-        if proc.returncode != 0:
-            raise AssertionError(f"worker {n} failed ({proc.returncode}):\n{err[-4000:]}")
-        if "done" in out:
-            return Outcome(workers=n + 1, kills=kills)
+        if code != 0:  # a worker exits 0 only once the run is done
+            raise AssertionError(f"worker {n} failed ({code}):\n{err}")
+        return Outcome(workers=n + 1, kills=kills)
     raise AssertionError(f"the run did not complete after {max_workers} workers")
 
 
-def _forked_worker(argv: list[str], kill_after: float | None) -> int | None:
+def _exec_worker(argv: list[str], kill_after: float | None) -> tuple[int | None, str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.ledger_worker", *argv],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    if proc.stdout.readline().strip() == "ready" and kill_after is not None:
+        time.sleep(kill_after)
+        proc.kill()
+    _, err = proc.communicate(timeout=120)
+    return proc.returncode, err[-4000:]
+
+
+def _forked_worker(argv: list[str], kill_after: float | None) -> tuple[int | None, str]:
     ctx = multiprocessing.get_context("fork")
     ready = ctx.Event()
 
@@ -125,7 +119,7 @@ def _forked_worker(argv: list[str], kill_after: float | None) -> int | None:
         time.sleep(kill_after)
         proc.kill()
     proc.join(timeout=120)
-    return proc.exitcode
+    return proc.exitcode, "(forked worker: see its traceback above)"
 
 
 def reference_messages(url: str) -> list[Any]:

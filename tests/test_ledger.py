@@ -55,6 +55,21 @@ def crash_at(point: str, *tools: str, times: int = 1) -> Callable[..., None]:
     return hook
 
 
+def crash_after_result(ledger: ToolLedger, tool: str | None = None) -> Callable[[Any, Any], Any]:
+    """A wrap_tool_call that dies once, right after the ledger recorded a result (of
+    ``tool``, or of any call), so LangGraph never saves the task's writes."""
+    crashed: list[bool] = []
+
+    def wrap(request: Any, execute: Any) -> Any:
+        result = ledger.wrap_tool_call(request, execute)
+        if not crashed and tool in (None, request.tool_call["name"]):
+            crashed.append(True)
+            raise Crash("after the result")
+        return result
+
+    return wrap
+
+
 @pytest.fixture
 def saver(redis_url: str, key_prefix: str) -> Iterator[RedisSaver]:
     with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as saver:
@@ -337,16 +352,8 @@ def test_a_replayed_call_is_returned_and_a_changed_one_refused(
 ) -> None:
     amount = [10]
     paid: list[Any] = []
-    crashed: list[bool] = []
-
-    def wrap(request: Any, execute: Any) -> Any:
-        result = ledger.wrap_tool_call(request, execute)
-        if not crashed:
-            crashed.append(True)
-            raise Crash("after the result")
-        return result
-
     ledger = ToolLedger(saver)
+    wrap = crash_after_result(ledger)
     graph = pay_graph(ledger, lambda: amount[0], paid, wrap).compile(checkpointer=saver)
     with pytest.raises(Crash):
         graph.invoke({"amount": 0, "messages": [HumanMessage(content="pay")]}, CONFIG)
@@ -423,15 +430,6 @@ def test_a_tool_returning_command_is_replayed_as_the_same_command(saver: RedisSa
             }
         )
 
-    crashed = []
-
-    def wrap(request: Any, execute: Any) -> Any:
-        result = ledger.wrap_tool_call(request, execute)
-        if not crashed:
-            crashed.append(True)
-            raise Crash("after the result")
-        return result
-
     def model(state: CommandState) -> dict[str, Any]:
         if state["orders"]:
             return {"messages": [AIMessage(content="done")]}
@@ -441,7 +439,7 @@ def test_a_tool_returning_command_is_replayed_as_the_same_command(saver: RedisSa
     ledger = ToolLedger(saver)
     builder = StateGraph(CommandState)
     builder.add_node("model", model)
-    builder.add_node("tools", ToolNode([place_order], wrap_tool_call=wrap))
+    builder.add_node("tools", ToolNode([place_order], wrap_tool_call=crash_after_result(ledger)))
     builder.add_edge(START, "model")
     builder.add_conditional_edges(
         "model", lambda s: "tools" if s["messages"][-1].tool_calls else END, ["tools", END]
@@ -563,17 +561,9 @@ def test_a_durable_function_outside_a_graph_just_runs(saver: RedisSaver) -> None
 def test_ledger_entries_follow_delete_copy_ttl_and_retention(
     redis_url: str, key_prefix: str, effects: Effects, redis_client: Any, reference: list[Any]
 ) -> None:
-    crashed: list[bool] = []
-
-    def wrap(request: Any, execute: Any) -> Any:
-        result = ledger.wrap_tool_call(request, execute)
-        if request.tool_call["name"] == "create_ticket" and not crashed:
-            crashed.append(True)
-            raise Crash("after the result")
-        return result
-
     with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix, ttl=600) as saver:
         ledger = ToolLedger(saver, policies=POLICIES)
+        wrap = crash_after_result(ledger, "create_ticket")
         graph = agent_graph(ledger, effects, wrap=wrap).compile(checkpointer=saver)
         with pytest.raises(Crash):
             graph.invoke(START_INPUT, CONFIG)
@@ -602,20 +592,14 @@ def test_ledger_entries_follow_delete_copy_ttl_and_retention(
 def test_a_damaged_entry_is_an_unknown_outcome_and_kept_in_quarantine(
     saver: RedisSaver, effects: Effects, reference: list[Any], redis_client: Any
 ) -> None:
-    def wrap(request: Any, execute: Any) -> Any:
-        result = ledger.wrap_tool_call(request, execute)
-        if request.tool_call["name"] == "send_email":
-            raise Crash("after the result")
-        return result
-
     ledger = ToolLedger(saver, policies=POLICIES)
+    wrap = crash_after_result(ledger, "send_email")
     graph = agent_graph(ledger, effects, wrap=wrap).compile(checkpointer=saver)
     with pytest.raises(Crash):
         graph.invoke(START_INPUT, CONFIG)
     tk = saver.keys.thread("t")
     (field,) = [e.field for e in ledger.entries("t") if e.name == "send_email"]
-    record = redis_client.hget(tk.lg, field)
-    redis_client.hset(tk.lg, field, record[:-1] + bytes([record[-1] ^ 1]))  # one bit flipped
+    flip_last_bit(redis_client, tk.lg, field)
     (damaged,) = [e for e in ledger.entries("t") if e.name == "send_email"]
     assert (damaged.state, damaged.damage) == ("damaged", "checksum mismatch")
 
