@@ -12,10 +12,14 @@ from langgraph_durable.errors import (
     ConfigurationError,
     DurableError,
     InvalidConfigError,
+    LeaseHeldError,
+    LeaseLostError,
+    NotReplicatedError,
     RecordDamagedError,
     ToolCallDivergedError,
     ToolOutcomeUnknownError,
 )
+from langgraph_durable.lease import Lease
 from langgraph_durable.ledger import EscalationAnswer, LedgerEntry, ToolLedger, idempotency_key
 from langgraph_durable.saver import RedisSaver
 
@@ -27,7 +31,11 @@ __all__ = [
     "EscalationAnswer",
     "Finding",
     "InvalidConfigError",
+    "Lease",
+    "LeaseHeldError",
+    "LeaseLostError",
     "LedgerEntry",
+    "NotReplicatedError",
     "RecordDamagedError",
     "RecoveryReport",
     "RedisSaver",

@@ -18,7 +18,7 @@ from langgraph.checkpoint.base import (
     DeltaChannelHistory,
 )
 
-from langgraph_durable import scripts
+from langgraph_durable import lease, scripts
 from langgraph_durable.base import BaseRedisSaver, check_client
 from langgraph_durable.core import Batch, Command, Emit, Plan, ScanKeys, Script, VerifyReport
 
@@ -82,7 +82,10 @@ class AsyncRedisSaver(BaseRedisSaver):
     # -- driving plans ------------------------------------------------------------------
     async def _execute(self, op: Any) -> Any:
         if isinstance(op, Script):
-            return await self._scripts[op.name](keys=op.keys, args=op.args)  # type: ignore[operator]
+            try:
+                return await self._scripts[op.name](keys=op.keys, args=op.args)  # type: ignore[operator]
+            except redis.exceptions.ResponseError as exc:
+                raise self.core.script_error(op, exc) from exc
         if isinstance(op, Command):
             return await self.client.execute_command(*op.args)
         if isinstance(op, Batch):
@@ -133,7 +136,11 @@ class AsyncRedisSaver(BaseRedisSaver):
                 )
         except RuntimeError:
             pass
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+        # The coroutine runs on the loop's thread: carry the caller's leases along.
+        held = lease.current_leases()
+        return asyncio.run_coroutine_threadsafe(
+            lease.in_lease_context(held, coro), self.loop
+        ).result()
 
     # the ledger drives its plans through these, from sync and from async code
     def _drive_sync(self, plan: Plan[Any]) -> Any:

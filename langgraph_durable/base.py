@@ -5,11 +5,14 @@ from __future__ import annotations
 import copy
 import random
 from collections.abc import Collection, Sequence
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
+from langgraph_durable import lease as leases
 from langgraph_durable.core import RecoveryReport, SaverCore
 from langgraph_durable.envelope import Envelope
 from langgraph_durable.errors import ConfigurationError
@@ -87,6 +90,31 @@ class BaseRedisSaver(BaseCheckpointSaver[str]):
     @property
     def keys(self) -> KeySchema:
         return self.core.keys
+
+    def lease(
+        self,
+        thread: str | RunnableConfig,
+        *,
+        ttl: float = leases.DEFAULT_LEASE_TTL,
+        wait: float = 0.0,
+    ) -> AbstractContextManager[leases.Lease]:
+        """Hold the thread's lease for the block: one writer per thread.
+
+        Renewed every ``ttl / 3`` s by a background thread; the block's writes carry its
+        fencing token. Raises ``LeaseHeldError`` if another worker holds it for longer
+        than ``wait`` seconds. See ``langgraph_durable.lease``.
+        """
+        return leases.hold(self, thread, ttl, wait)
+
+    def alease(
+        self,
+        thread: str | RunnableConfig,
+        *,
+        ttl: float = leases.DEFAULT_LEASE_TTL,
+        wait: float = 0.0,
+    ) -> AbstractAsyncContextManager[leases.Lease]:
+        """``lease`` for ``async with``; renewed by an asyncio task."""
+        return leases.ahold(self, thread, ttl, wait)
 
     def recovery_report(self, thread_id: str, checkpoint_ns: str = "") -> RecoveryReport | None:
         """The last fallback a read of this thread had to make, or None if it never had to."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import msgpack
 from langchain_core.runnables import RunnableConfig
@@ -32,9 +32,15 @@ from langgraph_durable.envelope import Envelope
 from langgraph_durable.errors import (
     CheckpointCorruptedError,
     InvalidConfigError,
+    LeaseHeldError,
+    LeaseLostError,
     RecordDamagedError,
 )
 from langgraph_durable.keys import SEP, KeySchema, ThreadKeys
+from langgraph_durable.lease import held_token
+
+if TYPE_CHECKING:
+    from langgraph_durable.lease import Lease
 
 logger = logging.getLogger("langgraph_durable")
 
@@ -282,6 +288,7 @@ class SaverCore:
         upper, lower = self.keys.namespace_range(ns)
         args: list[Any] = [
             self._ttl_arg,
+            held_token(self.keys.prefix, thread_id),
             member,
             record,
             str(meta.get("run_id") or ""),
@@ -317,7 +324,7 @@ class SaverCore:
         if not checkpoint_id:
             raise InvalidConfigError("put_writes needs config['configurable']['checkpoint_id']")
         tk = self.keys.thread(thread_id)
-        args: list[Any] = [self._ttl_arg]
+        args: list[Any] = [self._ttl_arg, held_token(self.keys.prefix, thread_id)]
         for idx, (channel, value) in enumerate(writes):
             special = channel in WRITES_IDX_MAP
             member = self.keys.write_member(
@@ -328,8 +335,46 @@ class SaverCore:
                 self._seal("wr", thread_id, member, [channel, *self.serde.dumps_typed(value)]),
                 "1" if special else "0",
             ]
-        if len(args) > 1:
+        if len(args) > 2:
             yield Script("put_writes", tk.for_writes(), args)
+
+    # -- leases (lease.py drives these) ---------------------------------------------------
+    def _lease_script(self, lease: Lease, op: str, token: str = "") -> Script:
+        args = [op, lease.owner, max(1, round(lease.ttl * 1000)), token, self._ttl_arg]
+        return Script("lease", self.keys.thread(lease.thread_id).for_writes(), args)
+
+    def acquire_lease(self, lease: Lease) -> Plan[str]:
+        """The new fencing token, or LeaseHeldError naming the worker that holds it."""
+        reply = yield self._lease_script(lease, "acquire")
+        if int(reply[0]) == 1:
+            return _text(reply[1])
+        raise LeaseHeldError(
+            thread_id=lease.thread_id,
+            holder=_text(reply[1]),
+            expires_in=max(int(reply[2]), 0) / 1000,
+        )
+
+    def renew_lease(self, lease: Lease) -> Plan[bool]:
+        return bool((yield self._lease_script(lease, "renew", lease.token)))
+
+    def release_lease(self, lease: Lease) -> Plan[bool]:
+        return bool((yield self._lease_script(lease, "release", lease.token)))
+
+    def script_error(self, op: Script, exc: Exception) -> Exception:
+        """The typed error for a write a script refused (the lease checks), else ``exc``."""
+        code, _, detail = str(exc).partition(" ")
+        thread_id = self.keys.thread_id_from_index_key(op.keys[0]) if op.keys else None
+        if code == "LGD_LEASED":
+            holder, _, ms_left = detail.rpartition(" ")
+            return LeaseHeldError(
+                thread_id=thread_id or "?", holder=holder, expires_in=max(int(ms_left), 0) / 1000
+            )
+        if code == "LGD_FENCED":
+            token, _, newest = detail.partition(" ")
+            return LeaseLostError(
+                thread_id=thread_id or "?", token=token, newest=None if newest == "none" else newest
+            )
+        return exc
 
     # -- reading -----------------------------------------------------------------------
     def _decode_entry(self, tk: ThreadKeys, entry: list[Any]) -> _Decoded | _Damage:

@@ -109,3 +109,61 @@ class ToolCallDivergedError(DurableError):
         self.recorded_args = recorded_args
         self.requested_name = requested_name
         self.requested_args = requested_args
+
+
+class LeaseHeldError(DurableError):
+    """Another worker holds the lease on this thread: this worker must not run it.
+
+    Raised when acquiring a lease the holder has not released (``holder`` names it,
+    ``expires_in`` says how many seconds it has left unless renewed), and by any write
+    made without the lease while another worker holds it.
+    """
+
+    def __init__(self, *, thread_id: str, holder: str, expires_in: float) -> None:
+        super().__init__(
+            f"thread {thread_id!r} is leased to {holder!r} (for {expires_in:.1f} s more "
+            "unless renewed); only the lease holder may write to it"
+        )
+        self.thread_id = thread_id
+        self.holder = holder
+        self.expires_in = expires_in
+
+
+class LeaseLostError(DurableError):
+    """This worker's lease on the thread is gone and its write was rejected, unapplied.
+
+    The lease expired and another worker acquired the thread (or the thread was deleted):
+    what this worker would write could overwrite the new owner's progress.
+    """
+
+    def __init__(self, *, thread_id: str, token: str, newest: str | None) -> None:
+        super().__init__(
+            f"the lease of this worker on thread {thread_id!r} (fencing token {token}) was "
+            + (
+                f"taken over by a newer one (token {newest})"
+                if newest
+                else "lost (the thread was deleted or expired)"
+            )
+            + "; the write was rejected and nothing of it was applied"
+        )
+        self.thread_id = thread_id
+        self.token = token
+        self.newest = newest
+
+
+class NotReplicatedError(DurableError):
+    """A write reached the primary but fewer replicas than asked acknowledged it in time.
+
+    The write is applied on the primary; it could still be lost if the primary fails
+    before replicating it, so the saver stops the run here instead of building on it.
+    """
+
+    def __init__(self, *, thread_id: str, wanted: int, acknowledged: int, timeout_ms: int):
+        super().__init__(
+            f"a write to thread {thread_id!r} was acknowledged by {acknowledged} of the "
+            f"{wanted} replicas asked for within {timeout_ms} ms (it is applied on the primary)"
+        )
+        self.thread_id = thread_id
+        self.wanted = wanted
+        self.acknowledged = acknowledged
+        self.timeout_ms = timeout_ms

@@ -15,6 +15,9 @@ make ``T`` the Redis Cluster hash tag, so every key of a thread lives in one slo
     P:{T}:lgx   ZSET  ledger index, score 0, members == ledger fields:  ns SEP step
                       SEP task SEP call position SEP tool name SEP args hash
     P:{T}:<kind>:damaged  a key a write found holding the wrong type, moved aside
+    P:{T}:lease STRING  owner SEP fencing token of the worker holding the thread, with a
+                      PX expiry (see lease.py)
+    P:{T}:fence STRING  the newest fencing token handed out for the thread
 
 Members are built so that the writes of a checkpoint are exactly the ``wix`` members in
 ``[member SEP, member SEP+1)``; the Lua scripts rely on that and on nothing else here.
@@ -35,6 +38,8 @@ _SEP_AFTER = "\x01"  # the smallest string greater than every "... SEP ..." cont
 _IDX_OFFSET = 2**31  # write indexes are negative for special channels (-1..-4)
 
 THREAD_KEY_KINDS = ("cps", "wix", "cp", "wr", "bl", "runs", "qt", "lg", "lgx")
+# Not data: the lease expires on its own clock, so the thread's ttl must never touch it.
+LEASE_KEY_KINDS = ("lease", "fence")
 
 
 def _escape_component(value: str) -> str:
@@ -76,6 +81,8 @@ class ThreadKeys:
     qt: str
     lg: str
     lgx: str
+    lease: str
+    fence: str
 
     def all(self) -> list[str]:
         """Every key of the thread, in the order the Lua scripts expect as KEYS."""
@@ -96,8 +103,9 @@ class ThreadKeys:
         return [key + ":damaged" for key in self.all()]
 
     def for_writes(self) -> list[str]:
-        """KEYS of the write scripts: the thread's keys, then their ``damaged`` twins."""
-        return self.all() + self.damaged()
+        """KEYS of the write scripts: the thread's data keys, their ``damaged`` twins,
+        then the lease and the fence."""
+        return self.all() + self.damaged() + [self.lease, self.fence]
 
 
 @dataclass(frozen=True)
@@ -137,7 +145,7 @@ class KeySchema:
         if not isinstance(thread_id, str):
             raise TypeError(f"thread_id must be a str, got {type(thread_id).__name__}")
         base = f"{self.prefix}:{{{escape_thread_id(thread_id)}}}:"
-        return ThreadKeys(thread_id, *(base + kind for kind in THREAD_KEY_KINDS))
+        return ThreadKeys(thread_id, *(base + kind for kind in THREAD_KEY_KINDS + LEASE_KEY_KINDS))
 
     def thread_scan_pattern(self) -> str:
         """SCAN MATCH pattern with exactly one key per thread that has checkpoints."""

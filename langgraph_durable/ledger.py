@@ -51,6 +51,7 @@ from langgraph_durable.errors import (
     ToolOutcomeUnknownError,
 )
 from langgraph_durable.keys import KeySchema, LedgerField
+from langgraph_durable.lease import held_token
 
 logger = logging.getLogger("langgraph_durable")
 
@@ -320,7 +321,7 @@ class ToolLedger:
         """Store entries; the bytes of any damaged record they replace go to quarantine."""
         tk = self._keys.thread(thread_id)
         damaged = {e.field: e.damage for e in replacing if e.state == DAMAGED}
-        args: list[Any] = [self.saver.core._ttl_arg]
+        args: list[Any] = [self.saver.core._ttl_arg, held_token(self._keys.prefix, thread_id)]
         for entry in entries:
             reason = damaged.get(entry.field) or ""
             args += [

@@ -64,7 +64,10 @@ class RedisSaver(BaseRedisSaver):
     # -- driving plans ------------------------------------------------------------------
     def _execute(self, op: Any) -> Any:
         if isinstance(op, Script):
-            return self._scripts[op.name](keys=op.keys, args=op.args)  # type: ignore[operator]
+            try:
+                return self._scripts[op.name](keys=op.keys, args=op.args)  # type: ignore[operator]
+            except redis.ResponseError as exc:
+                raise self.core.script_error(op, exc) from exc
         if isinstance(op, Command):
             return self.client.execute_command(*op.args)
         if isinstance(op, Batch):

@@ -21,6 +21,7 @@ SCRIPT_NAMES = (
     "ledger_read",
     "ledger_write",
     "ledger_delete",
+    "lease",
 )
 
 

@@ -187,7 +187,7 @@ def test_unchanged_channels_are_not_rewritten(saver: RedisSaver, redis_client: r
     trips = RoundTrips(saver)
     saver.put(first, cp, {"source": "loop", "step": 1}, {"b": cp["channel_versions"]["b"]})
     (op,) = trips.ops
-    blob_fields = op.args[6::2]
+    blob_fields = op.args[7::2]
     assert blob_fields == [saver.keys.blob_field("", "b", cp["channel_versions"]["b"])]
     assert redis_client.hlen(keys.bl) == 3
     assert saver.get_tuple(config("blobs")).checkpoint["channel_values"] == {

@@ -2,16 +2,37 @@
 -- KEYS of every thread script, in this order (langgraph_durable.keys.ThreadKeys.all):
 --   1 cps  2 wix  3 cp  4 wr  5 bl  6 runs  7 qt  8 lg  9 lgx
 -- Write scripts get as many more (ThreadKeys.damaged): where each key goes if it holds the
--- wrong type, so a write never fails on a damaged key and never destroys its contents.
+-- wrong type, so a write never fails on a damaged key and never destroys its contents;
+-- then 19 the lease and 20 the fence (see lease.lua).
 local K_CPS, K_WIX, K_CP, K_WR, K_BL, K_RUNS, K_QT, K_LG, K_LGX = 1, 2, 3, 4, 5, 6, 7, 8, 9
+local K_LEASE, K_FENCE = 19, 20
 
 -- Refresh the TTL of every key of the thread, so nothing the thread still references
 -- (an old channel value of the newest checkpoint) expires before the thread does.
+-- The lease and the fence keep their own expiry (lease.lua).
 local function touch(ttl)
   ttl = tonumber(ttl)
   if ttl and ttl > 0 then
-    for i = 1, #KEYS do redis.call('EXPIRE', KEYS[i], ttl) end
+    for i = 1, math.min(#KEYS, K_LEASE - 1) do redis.call('EXPIRE', KEYS[i], ttl) end
   end
+end
+
+-- One writer per thread. A write carrying a fencing token is accepted only while that
+-- token is the newest handed out for the thread; a write without one only while no
+-- worker holds the lease. Returns the error to reply with, or nil to go ahead.
+local function fence_denial(token)
+  if token == '' then
+    local holder = redis.call('GET', KEYS[K_LEASE])
+    if holder then
+      return 'LGD_LEASED ' .. string.gsub(holder, '%z.*', '') .. ' ' .. redis.call('PTTL', KEYS[K_LEASE])
+    end
+    return nil
+  end
+  local newest = redis.call('GET', KEYS[K_FENCE])
+  if newest ~= token then
+    return 'LGD_FENCED ' .. token .. ' ' .. (newest or 'none')
+  end
+  return nil
 end
 
 -- Members of the writes of checkpoint `member` are exactly [member.."\0", member.."\1").

@@ -1,10 +1,12 @@
 -- Write tool-call ledger entries (an intent, a result, an escalation) atomically.
 -- A record being replaced that was found damaged is kept in the quarantine hash first.
 -- KEYS: the thread's keys, then their damaged twins (see _prelude.lua)
--- ARGV: 1 ttl, then quadruples (field, record, quarantine field, reason; the last two
---       empty unless the record being replaced is damaged)
+-- ARGV: 1 ttl, 2 fencing token or "", then quadruples (field, record, quarantine field,
+--       reason; the last two empty unless the record being replaced is damaged)
+local denied = fence_denial(ARGV[2])
+if denied then return redis.error_reply(denied) end
 repair()
-for i = 2, #ARGV, 4 do
+for i = 3, #ARGV, 4 do
   local field = ARGV[i]
   if ARGV[i + 3] ~= '' then
     local old = redis.call('HGET', KEYS[K_LG], field)

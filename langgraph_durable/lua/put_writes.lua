@@ -2,9 +2,12 @@
 -- per (task, idx); writes to the special channels (error, interrupt, resume, scheduled)
 -- overwrite, as in LangGraph's InMemorySaver.
 -- KEYS: the thread's keys, then their damaged twins (see _prelude.lua)
--- ARGV: 1 ttl, 2.. triples of (write member, write record, "1" to overwrite | "0")
+-- ARGV: 1 ttl, 2 fencing token or "",
+--       3.. triples of (write member, write record, "1" to overwrite | "0")
+local denied = fence_denial(ARGV[2])
+if denied then return redis.error_reply(denied) end
 repair()
-for i = 2, #ARGV, 3 do
+for i = 3, #ARGV, 3 do
   local member = ARGV[i]
   if ARGV[i + 2] == '1' then
     redis.call('HSET', KEYS[K_WR], member, ARGV[i + 1])
