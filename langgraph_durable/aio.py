@@ -19,7 +19,7 @@ from langgraph.checkpoint.base import (
 )
 
 from langgraph_durable import lease, scripts
-from langgraph_durable.base import BaseRedisSaver, check_client
+from langgraph_durable.base import BaseRedisSaver, check_client, client_retry
 from langgraph_durable.core import Batch, Command, Emit, Plan, ScanKeys, Script, VerifyReport
 
 AsyncClient = redis.asyncio.Redis | redis.asyncio.cluster.RedisCluster
@@ -56,11 +56,11 @@ class AsyncRedisSaver(BaseRedisSaver):
         client: AsyncClient
         if cluster:
             client = redis.asyncio.cluster.RedisCluster.from_url(
-                url, max_connections=max_connections
+                url, max_connections=max_connections, retry=client_retry(asyncio=True)
             )
         else:
             pool = redis.asyncio.BlockingConnectionPool.from_url(
-                url, max_connections=max_connections, timeout=20
+                url, max_connections=max_connections, timeout=20, retry=client_retry(asyncio=True)
             )
             client = redis.asyncio.Redis.from_pool(pool)
         try:

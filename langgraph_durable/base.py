@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import logging
 import random
 from collections.abc import Collection, Sequence
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
@@ -19,6 +20,7 @@ from langgraph_durable.errors import ConfigurationError
 from langgraph_durable.keys import KeySchema
 
 DEFAULT_KEY_PREFIX = "lgd"
+logger = logging.getLogger("langgraph_durable")
 
 
 def check_client(client: Any, *, asyncio: bool) -> None:
@@ -41,6 +43,35 @@ def check_client(client: Any, *, asyncio: bool) -> None:
             "the Redis client must be created with decode_responses=False: "
             "checkpoints are binary records"
         )
+    if _retries(client) == 0:
+        logger.warning(
+            "langgraph-durable: this Redis client does not retry on connection errors, so a "
+            "dropped connection fails the run; pass retry=Retry(...) when creating it (the "
+            "saver's writes are idempotent, so retries are safe)"
+        )
+
+
+def client_retry(*, asyncio: bool) -> Any:
+    """What the savers' own clients do on a dropped connection or a timeout: reconnect
+    and resend, up to 10 times with jittered backoff (10 ms doubling to 1 s). Safe
+    because every write the saver makes is idempotent: resending a command that did run
+    (its reply was lost) stores the same bytes under the same fields again.
+    (redis-py's ``from_url`` clients do not retry unless given a ``Retry``.)"""
+    from redis.backoff import ExponentialWithJitterBackoff
+
+    if asyncio:
+        from redis.asyncio.retry import Retry as AsyncRetry
+
+        return AsyncRetry(ExponentialWithJitterBackoff(base=0.01, cap=1.0), retries=10)
+    from redis.retry import Retry
+
+    return Retry(ExponentialWithJitterBackoff(base=0.01, cap=1.0), retries=10)
+
+
+def _retries(client: Any) -> int:
+    """How often ``client`` resends a command on a connection error."""
+    retry = client.get_retry() if hasattr(client, "get_retry") else getattr(client, "retry", None)
+    return retry.get_retries() if retry is not None else 0
 
 
 class BaseRedisSaver(BaseCheckpointSaver[str]):

@@ -19,7 +19,7 @@ from langgraph.checkpoint.base import (
 )
 
 from langgraph_durable import scripts
-from langgraph_durable.base import BaseRedisSaver, check_client
+from langgraph_durable.base import BaseRedisSaver, check_client, client_retry
 from langgraph_durable.core import Batch, Command, Emit, Plan, ScanKeys, Script, VerifyReport
 
 SyncClient = redis.Redis | redis.cluster.RedisCluster
@@ -46,8 +46,11 @@ class RedisSaver(BaseRedisSaver):
         cls, url: str, *, cluster: bool = False, **options: Any
     ) -> Iterator[RedisSaver]:
         """A ready saver on a new connection to ``url``, closed on exit."""
+        retry = client_retry(asyncio=False)
         client: SyncClient = (
-            redis.cluster.RedisCluster.from_url(url) if cluster else redis.Redis.from_url(url)
+            redis.cluster.RedisCluster.from_url(url, retry=retry)
+            if cluster
+            else redis.Redis.from_url(url, retry=retry)
         )
         try:
             saver = cls(client, **options)

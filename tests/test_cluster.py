@@ -199,3 +199,37 @@ async def test_ledger_on_cluster(cluster_url: str, tmp_path: Path, client: str) 
     else:
         with RedisSaver.from_conn_string(cluster_url, cluster=True, key_prefix=prefix) as saver:
             await drive(saver)
+
+
+async def test_leases_on_cluster(cluster_url: str) -> None:
+    """The lease and the fence live in the thread's slot, beside the data they guard."""
+    import asyncio
+    import contextvars
+
+    from langgraph_durable import LeaseHeldError, LeaseLostError
+
+    prefix = f"ll{uuid.uuid4().hex[:8]}"
+    config = {"configurable": {"thread_id": "lease:{x}"}}
+    async with (
+        AsyncRedisSaver.from_conn_string(cluster_url, cluster=True, key_prefix=prefix) as saver,
+        AsyncRedisSaver.from_conn_string(cluster_url, cluster=True, key_prefix=prefix) as other,
+    ):
+        graph = graphs.counter_graph().compile(checkpointer=saver)
+        async with saver.alease("lease:{x}") as lease:
+            await graph.ainvoke({"value": 1, "trail": []}, config)
+
+            async def another_worker() -> None:
+                with pytest.raises(LeaseHeldError):
+                    await (
+                        graphs.counter_graph()
+                        .compile(checkpointer=other)
+                        .ainvoke({"value": 1, "trail": []}, config)
+                    )
+                await saver.client.delete(saver.keys.thread("lease:{x}").lease)  # lapse
+                async with other.alease("lease:{x}") as new:
+                    assert int(new.token) > int(lease.token)
+
+            await asyncio.create_task(another_worker(), context=contextvars.Context())
+            with pytest.raises(LeaseLostError):
+                await graph.aupdate_state(config, {"value": 7})
+        await saver.adelete_thread("lease:{x}")

@@ -1,0 +1,152 @@
+"""A TCP proxy on loopback in front of Redis that injects connection faults (test helper).
+
+Arm one fault at a time; it hits the next bytes that pass in its direction ("up" is client
+to server, "down" server to client), on whichever connection carries them:
+
+    proxy.cut("up", after=500)    # forward 500 more bytes, then close both sides:
+                                  # a command cut in the middle never runs
+    proxy.cut("down", after=0)    # the command ran, its reply never arrives
+    proxy.stall("down", 0.5)      # hold the next reply back for 0.5 s (past a timeout)
+    proxy.cut_randomly("up", 0.1) # cut each burst of bytes with probability 0.1, at a
+                                  # random point inside it, until disarmed
+
+``faults`` counts the faults that fired, so a test can check it exercised something.
+"""
+
+from __future__ import annotations
+
+import random
+import socket
+import threading
+import time
+from dataclasses import dataclass
+
+
+@dataclass
+class _Fault:
+    direction: str
+    kind: str  # "cut" | "stall"
+    after: int = 0
+    seconds: float = 0.0
+    probability: float = 0.0  # cut_randomly: chance per burst; 0 = fire once
+
+
+class FaultProxy:
+    def __init__(self, target_host: str, target_port: int, *, seed: int = 0) -> None:
+        self.target = (target_host, target_port)
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        self._lock = threading.Lock()
+        self._fault: _Fault | None = None
+        self._rng = random.Random(seed)
+        self._sockets: set[socket.socket] = set()
+        self._closed = False
+        self.faults = 0
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    # -- arming ---------------------------------------------------------------------------
+    def cut(self, direction: str, after: int = 0) -> None:
+        self._arm(_Fault(direction, "cut", after=after))
+
+    def stall(self, direction: str, seconds: float) -> None:
+        self._arm(_Fault(direction, "stall", seconds=seconds))
+
+    def cut_randomly(self, direction: str, probability: float) -> None:
+        self._arm(_Fault(direction, "cut", probability=probability))
+
+    def disarm(self) -> None:
+        self._arm(None)
+
+    @property
+    def armed(self) -> bool:
+        return self._fault is not None
+
+    def _arm(self, fault: _Fault | None) -> None:
+        assert fault is None or fault.direction in ("up", "down")
+        with self._lock:
+            self._fault = fault
+
+    # -- forwarding -----------------------------------------------------------------------
+    def _accept(self) -> None:
+        while not self._closed:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            try:
+                server = socket.create_connection(self.target)
+            except OSError:
+                client.close()
+                continue
+            with self._lock:
+                self._sockets |= {client, server}
+            for src, dst, direction in ((client, server, "up"), (server, client, "down")):
+                threading.Thread(
+                    target=self._pump, args=(src, dst, direction, client, server), daemon=True
+                ).start()
+
+    def _pump(
+        self,
+        src: socket.socket,
+        dst: socket.socket,
+        direction: str,
+        client: socket.socket,
+        server: socket.socket,
+    ) -> None:
+        try:
+            while data := src.recv(65536):
+                forward, cut, pause = self._decide(direction, data)
+                if pause:
+                    time.sleep(pause)
+                if forward:
+                    dst.sendall(forward)
+                if cut:
+                    break
+        except OSError:
+            pass
+        for sock in (client, server):  # either side gone, or a cut: the connection ends
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            sock.close()
+            with self._lock:
+                self._sockets.discard(sock)
+
+    def _decide(self, direction: str, data: bytes) -> tuple[bytes, bool, float]:
+        """What of ``data`` to forward, whether to cut after it, how long to hold it."""
+        with self._lock:
+            fault = self._fault
+            if fault is None or fault.direction != direction:
+                return data, False, 0.0
+            if fault.kind == "stall":
+                self._fault = None
+                self.faults += 1
+                return data, False, fault.seconds
+            if fault.probability:
+                if self._rng.random() >= fault.probability:
+                    return data, False, 0.0
+                self.faults += 1
+                return data[: self._rng.randrange(len(data))], True, 0.0
+            if fault.after >= len(data):
+                fault.after -= len(data)
+                return data, False, 0.0
+            self._fault = None
+            self.faults += 1
+            return data[: fault.after], True, 0.0
+
+    def close(self) -> None:
+        self._closed = True
+        self._listener.close()
+        with self._lock:
+            sockets = list(self._sockets)
+        for sock in sockets:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            sock.close()
