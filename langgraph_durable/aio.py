@@ -20,7 +20,16 @@ from langgraph.checkpoint.base import (
 
 from langgraph_durable import lease, scripts
 from langgraph_durable.base import BaseRedisSaver, check_client, client_retry
-from langgraph_durable.core import Batch, Command, Emit, Plan, ScanKeys, Script, VerifyReport
+from langgraph_durable.core import (
+    Batch,
+    Command,
+    Emit,
+    Plan,
+    ScanKeys,
+    Script,
+    VerifyReport,
+    WaitReplicas,
+)
 
 AsyncClient = redis.asyncio.Redis | redis.asyncio.cluster.RedisCluster
 R = TypeVar("R")
@@ -37,6 +46,7 @@ class AsyncRedisSaver(BaseRedisSaver):
         check_client(client, asyncio=True)
         super().__init__(**options)
         self.client = client
+        self.cluster = isinstance(client, redis.asyncio.cluster.RedisCluster)
         self._scripts = scripts.register_all(client)
         try:
             self.loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
@@ -93,6 +103,12 @@ class AsyncRedisSaver(BaseRedisSaver):
             for command in op.commands:
                 pipe.execute_command(*command)
             return await pipe.execute()
+        if isinstance(op, WaitReplicas):
+            wait = ("WAIT", op.replicas, op.timeout_ms)
+            if self.cluster:  # WAIT has no key: send it to the node the write went to
+                node = self.client.get_node_from_key(op.key)  # type: ignore[union-attr]
+                return await self.client.execute_command(*wait, target_nodes=node)  # type: ignore[call-arg]
+            return await self.client.execute_command(*wait)
         if isinstance(op, ScanKeys):
             return [key async for key in self.client.scan_iter(match=op.pattern, count=1000)]
         raise TypeError(f"unknown operation {op!r}")

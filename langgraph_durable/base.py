@@ -88,6 +88,11 @@ class BaseRedisSaver(BaseCheckpointSaver[str]):
             ancestors their DeltaChannels are rebuilt from); older ones are pruned as the
             thread grows. ``None`` keeps everything.
         serde: LangGraph serializer (default ``JsonPlusSerializer``, no pickle).
+        wait_for_replicas: after every checkpoint, pending-write and ledger write, wait
+            (Redis ``WAIT``) until this many replicas have it; fewer within
+            ``replica_timeout`` seconds raises ``NotReplicatedError`` (the write stays on
+            the primary). 0, the default, does not wait.
+        replica_timeout: seconds to wait for the replicas.
     """
 
     core: SaverCore
@@ -100,8 +105,18 @@ class BaseRedisSaver(BaseCheckpointSaver[str]):
         signing_key: bytes | str | Sequence[bytes | str] | None = None,
         keep_last: int | None = None,
         serde: SerializerProtocol | None = None,
+        wait_for_replicas: int = 0,
+        replica_timeout: float = 1.0,
     ) -> None:
         super().__init__(serde=serde)
+        if not isinstance(wait_for_replicas, int) or wait_for_replicas < 0:
+            raise ConfigurationError(
+                f"wait_for_replicas must be an integer >= 0, got {wait_for_replicas!r}"
+            )
+        if not isinstance(replica_timeout, (int, float)) or not replica_timeout > 0:
+            raise ConfigurationError(
+                f"replica_timeout must be a number of seconds > 0, got {replica_timeout!r}"
+            )
         for name, value in (("ttl", ttl), ("keep_last", keep_last)):
             if value is not None and (
                 not isinstance(value, int) or isinstance(value, bool) or value <= 0
@@ -116,6 +131,8 @@ class BaseRedisSaver(BaseCheckpointSaver[str]):
             envelope=Envelope(signing_key),
             ttl=ttl,
             keep_last=keep_last,
+            wait_for_replicas=wait_for_replicas,
+            replica_timeout_ms=max(1, round(replica_timeout * 1000)),
         )
 
     @property

@@ -34,6 +34,7 @@ from langgraph_durable.errors import (
     InvalidConfigError,
     LeaseHeldError,
     LeaseLostError,
+    NotReplicatedError,
     RecordDamagedError,
 )
 from langgraph_durable.keys import SEP, KeySchema, ThreadKeys
@@ -70,6 +71,15 @@ class Batch:
     """Run several single-slot commands in one round trip (a non-transactional pipeline)."""
 
     commands: list[tuple[Any, ...]]
+
+
+@dataclass(frozen=True)
+class WaitReplicas:
+    """Redis ``WAIT`` on the node that holds ``key``; the reply is the replicas that acked."""
+
+    key: str
+    replicas: int
+    timeout_ms: int
 
 
 @dataclass(frozen=True)
@@ -230,8 +240,12 @@ class SaverCore:
         envelope: Envelope,
         ttl: int | None,
         keep_last: int | None = None,
+        wait_for_replicas: int = 0,
+        replica_timeout_ms: int = 1000,
     ) -> None:
         self.serde = serde
+        self.wait_for_replicas = wait_for_replicas
+        self.replica_timeout_ms = replica_timeout_ms
         self.keep_last = keep_last
         self.keys = keys
         self.envelope = envelope
@@ -302,6 +316,7 @@ class SaverCore:
                 self._blob_record(thread_id, blob_field, values.get(channel, _NO_VALUE)),
             ]
         in_namespace = yield Script("put_checkpoint", tk.for_writes(), args)
+        yield from self.replicated(tk)
         keep_last = self.keep_last
         if keep_last and in_namespace > keep_last + max(4, keep_last // 4):
             # Amortized retention: one collection per keep_last/4 puts, not one per put.
@@ -337,6 +352,20 @@ class SaverCore:
             ]
         if len(args) > 2:
             yield Script("put_writes", tk.for_writes(), args)
+            yield from self.replicated(tk)
+
+    def replicated(self, tk: ThreadKeys) -> Plan[None]:
+        """With ``wait_for_replicas``: the write just made reached that many replicas."""
+        if not self.wait_for_replicas:
+            return
+        acked = yield WaitReplicas(tk.cps, self.wait_for_replicas, self.replica_timeout_ms)
+        if int(acked) < self.wait_for_replicas:
+            raise NotReplicatedError(
+                thread_id=tk.thread_id,
+                wanted=self.wait_for_replicas,
+                acknowledged=int(acked),
+                timeout_ms=self.replica_timeout_ms,
+            )
 
     # -- leases (lease.py drives these) ---------------------------------------------------
     def _lease_script(self, lease: Lease, op: str, token: str = "") -> Script:

@@ -331,6 +331,7 @@ class ToolLedger:
                 reason,
             ]
         yield Script("ledger_write", tk.for_writes(), args)
+        yield from self.saver.core.replicated(tk)
 
     def _load(self, ctx: _TaskContext, site: _Site) -> Plan[None]:
         entries, damaged = yield from self._read(

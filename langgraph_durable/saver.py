@@ -20,7 +20,16 @@ from langgraph.checkpoint.base import (
 
 from langgraph_durable import scripts
 from langgraph_durable.base import BaseRedisSaver, check_client, client_retry
-from langgraph_durable.core import Batch, Command, Emit, Plan, ScanKeys, Script, VerifyReport
+from langgraph_durable.core import (
+    Batch,
+    Command,
+    Emit,
+    Plan,
+    ScanKeys,
+    Script,
+    VerifyReport,
+    WaitReplicas,
+)
 
 SyncClient = redis.Redis | redis.cluster.RedisCluster
 
@@ -38,6 +47,7 @@ class RedisSaver(BaseRedisSaver):
         check_client(client, asyncio=False)
         super().__init__(**options)
         self.client = client
+        self.cluster = isinstance(client, redis.cluster.RedisCluster)
         self._scripts = scripts.register_all(client)
 
     @classmethod
@@ -78,6 +88,12 @@ class RedisSaver(BaseRedisSaver):
             for command in op.commands:
                 pipe.execute_command(*command)
             return pipe.execute()
+        if isinstance(op, WaitReplicas):
+            wait = ("WAIT", op.replicas, op.timeout_ms)
+            if self.cluster:  # WAIT has no key: send it to the node the write went to
+                node = self.client.get_node_from_key(op.key)  # type: ignore[union-attr]
+                return self.client.execute_command(*wait, target_nodes=node)  # type: ignore[call-arg]
+            return self.client.execute_command(*wait)
         if isinstance(op, ScanKeys):
             return list(self.client.scan_iter(match=op.pattern, count=1000))
         raise TypeError(f"unknown operation {op!r}")

@@ -10,23 +10,14 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
-import subprocess
 import tempfile
-import time
 import uuid
 from collections.abc import Iterator
 
 import pytest
 import redis
 
-from langgraph_durable.embedded import find_server_binary
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.servers import start_server
 
 
 @pytest.fixture(scope="session")
@@ -34,40 +25,10 @@ def redis_url() -> Iterator[str]:
     if url := os.environ.get("REDIS_URL"):
         yield url
         return
-    port = _free_port()
     workdir = tempfile.mkdtemp(prefix="lgd-redis-")
-    proc = subprocess.Popen(
-        [
-            find_server_binary(),
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--dir",
-            workdir,
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    client = redis.Redis(port=port)
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            client.ping()
-            break
-        except redis.ConnectionError:
-            if time.monotonic() > deadline or proc.poll() is not None:
-                proc.kill()
-                raise RuntimeError(f"redis-server did not start on port {port}")
-            time.sleep(0.05)
-    client.close()
-    yield f"redis://127.0.0.1:{port}/0"
-    proc.terminate()
-    proc.wait(timeout=10)
+    server = start_server(workdir)
+    yield server.url
+    server.stop()
     shutil.rmtree(workdir, ignore_errors=True)
 
 

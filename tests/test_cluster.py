@@ -233,3 +233,27 @@ async def test_leases_on_cluster(cluster_url: str) -> None:
             with pytest.raises(LeaseLostError):
                 await graph.aupdate_state(config, {"value": 7})
         await saver.adelete_thread("lease:{x}")
+
+
+@pytest.mark.parametrize("client", ["sync", "async"])
+async def test_wait_for_replicas_on_cluster(cluster_url: str, client: str) -> None:
+    """WAIT goes to the node that took the write; the test cluster has no replicas."""
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    from langgraph_durable import NotReplicatedError
+
+    options = {"cluster": True, "key_prefix": f"lw{uuid.uuid4().hex[:8]}"}
+    options |= {"wait_for_replicas": 1, "replica_timeout": 0.05}
+    config = {"configurable": {"thread_id": "w:{1}", "checkpoint_ns": ""}}
+    args = (config, empty_checkpoint(), {"source": "input", "step": -1}, {})
+    if client == "async":
+        async with AsyncRedisSaver.from_conn_string(cluster_url, **options) as saver:
+            with pytest.raises(NotReplicatedError) as err:
+                await saver.aput(*args)
+            await saver.adelete_thread("w:{1}")
+    else:
+        with RedisSaver.from_conn_string(cluster_url, **options) as sync_saver:
+            with pytest.raises(NotReplicatedError) as err:
+                sync_saver.put(*args)
+            sync_saver.delete_thread("w:{1}")
+    assert err.value.acknowledged == 0

@@ -1,0 +1,130 @@
+"""Redis itself failing: a SIGKILLed redis-server with ``appendfsync always`` keeps every
+acknowledged checkpoint, and ``wait_for_replicas`` stops a run whose writes did not reach
+a replica."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from langgraph.checkpoint.base import empty_checkpoint
+
+from langgraph_durable import ConfigurationError, NotReplicatedError, RedisSaver
+from tests import graphs
+from tests.kill_harness import ROOT
+from tests.servers import Server, start_server
+
+AOF_ALWAYS = ("--save", "", "--appendonly", "yes", "--appendfsync", "always")
+
+
+def test_every_acknowledged_checkpoint_survives_a_sigkill_of_redis(tmp_path: Path) -> None:
+    server = start_server(str(tmp_path), *AOF_ALWAYS)
+    writer = subprocess.Popen(
+        [sys.executable, "-m", "tests.ack_writer", server.url, "lgdaof", "t"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    acked: list[str] = []
+    assert writer.stdout is not None
+    try:
+        while len(acked) < 300:
+            line = writer.stdout.readline()
+            assert line, "the writer stopped early"
+            acked.append(line.strip())
+        server.proc.send_signal(signal.SIGKILL)  # mid-stream: the writer is still writing
+        server.proc.wait(timeout=10)
+        # Whatever the writer printed was acknowledged before Redis died.
+        writer.kill()
+        acked += [line.strip() for line in writer.stdout.read().splitlines() if line.strip()]
+    finally:
+        writer.kill()
+        writer.wait(timeout=10)
+    restarted = start_server(str(tmp_path), *AOF_ALWAYS, port=server.port)
+    try:
+        with RedisSaver.from_conn_string(restarted.url, key_prefix="lgdaof") as saver:
+            config = {"configurable": {"thread_id": "t"}}
+            stored = {t.config["configurable"]["checkpoint_id"]: t for t in saver.list(config)}
+            missing = [cid for cid in acked if cid not in stored]
+            assert not missing, f"{len(missing)} acknowledged checkpoints lost: {missing[:3]}"
+            # Each is whole: its values and its pending write are there and verify.
+            last = stored[acked[-1]]
+            step = last.checkpoint["channel_values"]["step"]
+            assert last.checkpoint["channel_values"]["text"] == "x" * 2000
+            assert saver.verify("t").ok
+            assert len(acked) >= 300 and step == len(acked) - 1
+    finally:
+        restarted.stop()
+
+
+@pytest.fixture
+def replicated(tmp_path: Path) -> Iterator[tuple[Server, Server]]:
+    (tmp_path / "p").mkdir()
+    (tmp_path / "r").mkdir()
+    primary = start_server(str(tmp_path / "p"))
+    replica = start_server(
+        str(tmp_path / "r"), "--save", "", "--replicaof", "127.0.0.1", str(primary.port)
+    )
+    client = redis.Redis(port=replica.port)
+    deadline = time.monotonic() + 20
+    while client.info("replication").get("master_link_status") != "up":
+        assert time.monotonic() < deadline, "the replica did not sync"
+        time.sleep(0.05)
+    client.close()
+    yield primary, replica
+    replica.proc.send_signal(signal.SIGCONT)
+    replica.stop()
+    primary.stop()
+
+
+def test_wait_for_replicas_returns_once_a_replica_has_the_write(
+    replicated: tuple[Server, Server],
+) -> None:
+    primary, replica = replicated
+    with RedisSaver.from_conn_string(primary.url, wait_for_replicas=1) as saver:
+        graph = graphs.react_graph(rounds=3).compile(checkpointer=saver)
+        config = {"configurable": {"thread_id": "r"}}
+        graph.invoke(graphs.react_input(), config)
+        newest = saver.get_tuple(config)
+        assert newest is not None
+        # The moment the last write was acknowledged, the replica held all of the thread.
+        on_replica, on_primary = redis.Redis(port=replica.port), redis.Redis(port=primary.port)
+        tk = saver.keys.thread("r")
+        for key in (tk.cp, tk.bl, tk.wr):
+            assert on_replica.hgetall(key) == on_primary.hgetall(key) != {}
+        assert on_replica.zrange(tk.cps, 0, -1) == on_primary.zrange(tk.cps, 0, -1)
+        on_replica.close()
+        on_primary.close()
+
+
+def test_a_write_no_replica_acknowledged_stops_the_run(
+    replicated: tuple[Server, Server],
+) -> None:
+    primary, replica = replicated
+    with RedisSaver.from_conn_string(
+        primary.url, wait_for_replicas=1, replica_timeout=0.2
+    ) as saver:
+        config = {"configurable": {"thread_id": "n", "checkpoint_ns": ""}}
+        replica.proc.send_signal(signal.SIGSTOP)  # alive but not acknowledging
+        started = time.monotonic()
+        with pytest.raises(NotReplicatedError) as err:
+            saver.put(config, empty_checkpoint(), {"source": "input", "step": -1}, {})
+        assert time.monotonic() - started >= 0.2
+        assert err.value.acknowledged == 0 and err.value.wanted == 1
+        assert "applied on the primary" in str(err.value)
+        assert len(list(saver.list(config))) == 1  # stored on the primary all the same
+        replica.proc.send_signal(signal.SIGCONT)
+
+
+def test_replica_options_are_checked() -> None:
+    client = redis.Redis()
+    for bad in ({"wait_for_replicas": -1}, {"wait_for_replicas": "1"}, {"replica_timeout": 0}):
+        with pytest.raises(ConfigurationError):
+            RedisSaver(client, **bad)
