@@ -1,7 +1,7 @@
 """The ``langgraph-durable`` command line: the demo, inspection, verification, the server.
 
 Every command takes ``--redis-url`` (default ``REDIS_URL``, else the embedded server in
-``./.langgraph-durable/``, started if needed), ``--key-prefix`` and ``--json``.
+``./.langgraph-durable/``, started if needed), ``--cluster``, ``--key-prefix`` and ``--json``.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from langgraph_durable.saver import RedisSaver
 
 
 def common(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """--redis-url, --key-prefix and --json on every command."""
+    """--redis-url, --cluster, --key-prefix and --json on every command."""
 
     @click.option(
         "--redis-url",
@@ -30,10 +30,14 @@ def common(fn: Callable[..., Any]) -> Callable[..., Any]:
         default=None,
         help="Redis URL (default: REDIS_URL, else the embedded server)",
     )
+    @click.option(
+        "--cluster", is_flag=True, envvar="LGD_CLUSTER", help="the URL is a Redis Cluster node"
+    )
     @click.option("--key-prefix", default="lgd", show_default=True, help="the savers' key_prefix")
     @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
     @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def wrapper(*args: Any, cluster: bool, **kwargs: Any) -> Any:
+        click.get_current_context().meta["lgd_cluster"] = cluster  # read by open_saver
         return fn(*args, **kwargs)
 
     return wrapper
@@ -41,7 +45,10 @@ def common(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 @contextmanager
 def open_saver(redis_url: str | None, key_prefix: str) -> Iterator[RedisSaver]:
-    with RedisSaver.from_conn_string(resolve_url(redis_url), key_prefix=key_prefix) as saver:
+    cluster = click.get_current_context().meta.get("lgd_cluster", False)
+    with RedisSaver.from_conn_string(
+        resolve_url(redis_url), key_prefix=key_prefix, cluster=cluster
+    ) as saver:
         yield saver
 
 
@@ -114,6 +121,7 @@ def threads(redis_url: str | None, key_prefix: str, as_json: bool) -> None:
                     "updated": latest.checkpoint["ts"] if latest else None,
                     "checkpoints": saver.client.zcard(tk.cps),
                     "ledger_entries": saver.client.zcard(tk.lgx),
+                    "leased_to": _holder(saver.client.get(tk.lease)),
                 }
             )
     out_table(
@@ -125,8 +133,14 @@ def threads(redis_url: str | None, key_prefix: str, as_json: bool) -> None:
             ("UPDATED", lambda r: when(r["updated"])),
             ("CHECKPOINTS", lambda r: r["checkpoints"]),
             ("LEDGER", lambda r: r["ledger_entries"]),
+            ("LEASED TO", lambda r: r["leased_to"] or "-"),
         ],
     )
+
+
+def _holder(lease: bytes | None) -> str | None:
+    """The owner part of a lease value (``owner \\0 token``)."""
+    return lease.split(b"\0", 1)[0].decode(errors="replace") if lease else None
 
 
 @cli.command()

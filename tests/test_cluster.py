@@ -12,6 +12,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis.cluster
@@ -257,3 +258,43 @@ async def test_wait_for_replicas_on_cluster(cluster_url: str, client: str) -> No
                 sync_saver.put(*args)
             sync_saver.delete_thread("w:{1}")
     assert err.value.acknowledged == 0
+
+
+def test_command_line_on_cluster(cluster_url: str) -> None:
+    """threads and verify --all fan out over every node; a held lease shows its holder."""
+    import json
+    import os
+    import sys
+
+    prefix = f"lcli{uuid.uuid4().hex[:8]}"
+    names = ["a", "b", "c", "d", "e"]  # spread over the masters' slots
+    with RedisSaver.from_conn_string(cluster_url, cluster=True, key_prefix=prefix) as saver:
+        graph = graphs.react_graph(rounds=1).compile(checkpointer=saver)
+        for name in names:
+            graph.invoke(graphs.react_input(), {"configurable": {"thread_id": name}})
+        nodes = {saver.client.get_node_from_key(saver.keys.thread(n).cps).name for n in names}
+        assert len(nodes) > 1
+        env = {**os.environ, "REDIS_URL": cluster_url, "LGD_CLUSTER": "1"}
+
+        def cli(*args: str) -> Any:
+            done = subprocess.run(
+                [sys.executable, "-m", "langgraph_durable.cli", *args, "--key-prefix", prefix]
+                + ["--json"],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=True,
+            )
+            return json.loads(done.stdout)
+
+        with saver.lease("c") as lease:
+            rows = cli("threads")
+            assert sorted(r["thread_id"] for r in rows) == names
+            assert {r["thread_id"]: r["leased_to"] for r in rows}["c"] == lease.owner
+        reports = cli("verify", "--all")
+        assert sorted(r["thread_id"] for r in reports) == names
+        stored = len(list(saver.list({"configurable": {"thread_id": "a"}})))
+        assert stored > 1 and all(r["ok"] and r["intact"] == stored for r in reports)
+        for name in names:
+            saver.delete_thread(name)
