@@ -109,7 +109,11 @@ class BaseRedisSaver(BaseCheckpointSaver[str]):
         replica_timeout: float = 1.0,
     ) -> None:
         super().__init__(serde=serde)
-        if not isinstance(wait_for_replicas, int) or wait_for_replicas < 0:
+        if (
+            not isinstance(wait_for_replicas, int)
+            or isinstance(wait_for_replicas, bool)
+            or wait_for_replicas < 0
+        ):
             raise ConfigurationError(
                 f"wait_for_replicas must be an integer >= 0, got {wait_for_replicas!r}"
             )

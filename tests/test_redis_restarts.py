@@ -125,6 +125,11 @@ def test_a_write_no_replica_acknowledged_stops_the_run(
 
 def test_replica_options_are_checked() -> None:
     client = redis.Redis()
-    for bad in ({"wait_for_replicas": -1}, {"wait_for_replicas": "1"}, {"replica_timeout": 0}):
+    for bad in (
+        {"wait_for_replicas": -1},
+        {"wait_for_replicas": "1"},
+        {"wait_for_replicas": True},
+        {"replica_timeout": 0},
+    ):
         with pytest.raises(ConfigurationError):
             RedisSaver(client, **bad)
