@@ -68,9 +68,13 @@ class Command:
 
 @dataclass(frozen=True)
 class Batch:
-    """Run several single-slot commands in one round trip (a non-transactional pipeline)."""
+    """Run several single-slot commands in one round trip (a non-transactional pipeline).
+
+    With ``errors_as_values`` a command's error reply comes back in its place in the
+    list instead of being raised."""
 
     commands: list[tuple[Any, ...]]
+    errors_as_values: bool = False
 
 
 @dataclass(frozen=True)
@@ -567,9 +571,15 @@ class SaverCore:
         return entries
 
     def _read_values(self, tk: ThreadKeys, fields: list[str]) -> Plan[dict[str, bytes | None]]:
-        wrongtype, values = yield Script("read_values", tk.all(), fields)
-        self._log_wrongtype(tk, wrongtype)
-        return dict(zip(fields, values)) if values else {}
+        # A plain HMGET, not a script: a large value returned through Lua costs Redis
+        # about as much again as the read itself (~270 µs per 150 KB).
+        (values,) = yield Batch([("HMGET", tk.bl, *fields)], errors_as_values=True)
+        if isinstance(values, Exception):
+            if "WRONGTYPE" not in str(values):
+                raise values
+            self._log_wrongtype(tk, [tk.bl.encode()])
+            return {}
+        return dict(zip(fields, values))
 
     def _log_wrongtype(self, tk: ThreadKeys, keys: list[bytes]) -> None:
         for key in keys:

@@ -87,7 +87,7 @@ class RedisSaver(BaseRedisSaver):
             pipe = self.client.pipeline(transaction=False)
             for command in op.commands:
                 pipe.execute_command(*command)
-            return pipe.execute()
+            return pipe.execute(raise_on_error=not op.errors_as_values)
         if isinstance(op, WaitReplicas):
             wait = ("WAIT", op.replicas, op.timeout_ms)
             if self.cluster:  # WAIT has no key: send it to the node the write went to

@@ -13,7 +13,6 @@ SCRIPT_NAMES = (
     "put_checkpoint",
     "put_writes",
     "read_checkpoints",
-    "read_values",
     "read_index",
     "delete_checkpoints",
     "restore_records",
