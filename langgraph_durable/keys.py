@@ -60,7 +60,9 @@ def _split(member: str | bytes) -> list[str]:
 
 
 def escape_thread_id(thread_id: str) -> str:
-    return quote(thread_id, safe="")
+    # An empty hash tag "{}" is no tag at all to Redis Cluster (the keys of the thread
+    # would scatter over slots): the empty id gets "%", which no other id escapes to.
+    return quote(thread_id, safe="") or "%"
 
 
 def _glob_escape(text: str) -> str:
@@ -159,7 +161,7 @@ class KeySchema:
         tag = text[len(head) : -len("}:cps")]
         if "{" in tag or "}" in tag:
             return None
-        return unquote(tag)
+        return "" if tag == "%" else unquote(tag)
 
     # -- checkpoint members -------------------------------------------------------------
     def checkpoint_member(self, checkpoint_ns: str, checkpoint_id: str) -> str:

@@ -16,9 +16,16 @@ from tests import graphs
 class Runner:
     """Runs a graph the way a sync or an async application would."""
 
-    def __init__(self, mode: str, saver: Any) -> None:
+    def __init__(self, mode: str, saver: Any, url: str, cluster: bool) -> None:
         self.mode = mode
         self.saver = saver
+        self.url, self.cluster = url, cluster
+
+    def fresh(self) -> Any:
+        """A new sync saver on a new connection to the same data."""
+        return RedisSaver.from_conn_string(
+            self.url, key_prefix=self.saver.key_prefix, cluster=self.cluster
+        )
 
     def compile(self, builder: Any) -> Any:
         return builder.compile(checkpointer=self.saver)
@@ -44,14 +51,19 @@ class Runner:
         return graph.update_state(config, values, **kw)
 
 
-@pytest.fixture(params=["sync", "async"])
+@pytest.fixture(params=["sync", "async", "cluster-sync", "cluster-async"])
 async def runner(request: Any, redis_url: str, key_prefix: str) -> AsyncIterator[Runner]:
-    if request.param == "async":
-        async with AsyncRedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as saver:
-            yield Runner("async", saver)
+    """Every graph test on both savers, on one Redis and on a 3-master Redis Cluster."""
+    cluster = request.param.startswith("cluster")
+    url = request.getfixturevalue("cluster_url") if cluster else redis_url
+    if request.param.endswith("async"):
+        async with AsyncRedisSaver.from_conn_string(
+            url, key_prefix=key_prefix, cluster=cluster
+        ) as saver:
+            yield Runner("async", saver, url, cluster)
     else:
-        with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as saver:
-            yield Runner("sync", saver)
+        with RedisSaver.from_conn_string(url, key_prefix=key_prefix, cluster=cluster) as saver:
+            yield Runner("sync", saver, url, cluster)
 
 
 def _shape(state: dict[str, Any]) -> list[tuple[Any, ...]]:
@@ -67,7 +79,7 @@ def cfg(thread_id: str) -> dict[str, Any]:
 
 
 async def test_react_loop_matches_in_memory(
-    runner: Runner, redis_url: str, key_prefix: str
+    runner: Runner,
 ) -> None:
     graph = runner.compile(graphs.react_graph(rounds=5))
     out = await runner.invoke(graph, graphs.react_input(), cfg("react"))
@@ -79,7 +91,7 @@ async def test_react_loop_matches_in_memory(
     assert _shape(out) == _shape(expected)
     assert len(out["messages"]) == 1 + 5 * 2 + 1
     # A fresh saver on a new connection sees the same state and history.
-    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as fresh:
+    with runner.fresh() as fresh:
         again = graphs.react_graph(rounds=5).compile(checkpointer=fresh)
         assert again.get_state(cfg("react")).values == out
         steps = [s.metadata["step"] for s in again.get_state_history(cfg("react"))]
@@ -157,12 +169,12 @@ async def test_update_state_history_and_time_travel(runner: Runner) -> None:
 
 
 async def test_delta_channel_survives_reload_and_prune(
-    runner: Runner, redis_url: str, key_prefix: str
+    runner: Runner,
 ) -> None:
     graph = runner.compile(graphs.delta_graph(steps=10))
     out = await runner.invoke(graph, {"items": [], "n": 0}, cfg("delta"))
     assert out == {"items": list(range(10)), "n": 10}
-    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as fresh:
+    with runner.fresh() as fresh:
         reloaded = graphs.delta_graph(steps=10).compile(checkpointer=fresh)
         assert reloaded.get_state(cfg("delta")).values == out
         before = len(list(fresh.list(cfg("delta"))))
