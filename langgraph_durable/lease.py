@@ -82,17 +82,22 @@ def _new_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
-def _thread_id(thread: str | Mapping[str, Any]) -> str:
-    if isinstance(thread, Mapping):
-        return str(thread.get("configurable", {})["thread_id"])
-    return str(thread)
-
-
-def _check(ttl: float, wait: float) -> None:
+def _new_lease(thread: str | Mapping[str, Any], ttl: float, wait: float) -> Lease:
+    """The lease to acquire, once its options are known to be sound."""
     if not ttl > 0.003:
         raise ConfigurationError(f"lease ttl must be a number of seconds > 0, got {ttl!r}")
     if not wait >= 0:
         raise ConfigurationError(f"lease wait must be a number of seconds >= 0, got {wait!r}")
+    if isinstance(thread, Mapping):
+        from langgraph_durable.core import configurable  # core imports this module
+
+        thread = configurable(thread)["thread_id"]  # type: ignore[arg-type]
+    return Lease(str(thread), _new_owner(), ttl)
+
+
+def _bind(saver: BaseRedisSaver, lease: Lease) -> contextvars.Token[Mapping[tuple[str, str], str]]:
+    """Make this context's writes to the thread carry the lease's token."""
+    return _HELD.set({**_HELD.get(), (saver.key_prefix, lease.thread_id): lease.token})
 
 
 def _pause(exc: LeaseHeldError, deadline: float) -> float:
@@ -107,15 +112,14 @@ def _pause(exc: LeaseHeldError, deadline: float) -> float:
 def hold(
     saver: BaseRedisSaver, thread: str | Mapping[str, Any], ttl: float, wait: float
 ) -> Iterator[Lease]:
-    _check(ttl, wait)
-    lease = Lease(_thread_id(thread), _new_owner(), ttl)
+    lease = _new_lease(thread, ttl, wait)
     deadline = time.monotonic() + wait
     while not lease.token:
         try:
             lease.token = saver._drive_sync(saver.core.acquire_lease(lease))
         except LeaseHeldError as exc:
             time.sleep(_pause(exc, deadline))
-    binding = _HELD.set({**_HELD.get(), (saver.key_prefix, lease.thread_id): lease.token})
+    binding = _bind(saver, lease)
     stop = threading.Event()
 
     def renew() -> None:
@@ -145,15 +149,14 @@ def hold(
 async def ahold(
     saver: BaseRedisSaver, thread: str | Mapping[str, Any], ttl: float, wait: float
 ) -> AsyncIterator[Lease]:
-    _check(ttl, wait)
-    lease = Lease(_thread_id(thread), _new_owner(), ttl)
+    lease = _new_lease(thread, ttl, wait)
     deadline = time.monotonic() + wait
     while not lease.token:
         try:
             lease.token = await saver._drive_async(saver.core.acquire_lease(lease))
         except LeaseHeldError as exc:
             await asyncio.sleep(_pause(exc, deadline))
-    binding = _HELD.set({**_HELD.get(), (saver.key_prefix, lease.thread_id): lease.token})
+    binding = _bind(saver, lease)
 
     async def renew() -> None:
         while True:

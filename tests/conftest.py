@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from langgraph_durable import RedisSaver
 from langgraph_durable.embedded import find_server_binary
 from tests.servers import start_server
 
@@ -56,6 +57,12 @@ def redis_client(redis_url: str) -> Iterator[redis.Redis]:
     client = redis.Redis.from_url(redis_url)
     yield client
     client.close()
+
+
+@pytest.fixture
+def saver(redis_url: str, key_prefix: str) -> Iterator[RedisSaver]:
+    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as s:
+        yield s
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -26,12 +25,6 @@ from langgraph_durable import (
     RedisSaver,
 )
 from langgraph_durable.core import Batch, Command, Script
-
-
-@pytest.fixture
-def saver(redis_url: str, key_prefix: str) -> Iterator[RedisSaver]:
-    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as s:
-        yield s
 
 
 def config(thread_id: str, ns: str = "", checkpoint_id: str | None = None) -> dict[str, Any]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 import os
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -85,12 +84,6 @@ def test_unknown_format_version_and_garbage() -> None:
 
 
 # -- damaged threads on a real server -----------------------------------------------------
-
-
-@pytest.fixture
-def saver(redis_url: str, key_prefix: str) -> Iterator[RedisSaver]:
-    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as s:
-        yield s
 
 
 def cfg(thread_id: str, checkpoint_id: str | None = None) -> dict[str, Any]:

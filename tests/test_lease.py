@@ -32,12 +32,6 @@ from tests.ledger_agent import NON_IDEMPOTENT, Effects
 
 
 @pytest.fixture
-def saver(redis_url: str, key_prefix: str) -> Iterator[RedisSaver]:
-    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as s:
-        yield s
-
-
-@pytest.fixture
 def other(redis_url: str, key_prefix: str) -> Iterator[RedisSaver]:
     """A second worker: its own connection, the same data."""
     with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as s:
@@ -166,7 +160,7 @@ async def test_alease_on_the_async_saver(redis_url: str, key_prefix: str) -> Non
 
 
 def test_a_lease_on_one_thread_leaves_others_free(saver: RedisSaver, other: RedisSaver) -> None:
-    with saver.lease("one"):
+    with saver.lease({"configurable": {"thread_id": "one"}}):  # a config names it too
         elsewhere(put_one, other, "two")
         with other.lease("two"):
             put_one(other, "two")

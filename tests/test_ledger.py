@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import pytest
@@ -68,12 +68,6 @@ def crash_after_result(ledger: ToolLedger, tool: str | None = None) -> Callable[
         return result
 
     return wrap
-
-
-@pytest.fixture
-def saver(redis_url: str, key_prefix: str) -> Iterator[RedisSaver]:
-    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as saver:
-        yield saver
 
 
 @pytest.fixture
