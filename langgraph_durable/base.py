@@ -5,16 +5,17 @@ from __future__ import annotations
 import copy
 import logging
 import random
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.serde.base import SerializerProtocol
+from redis.exceptions import NoScriptError
 
 from langgraph_durable import lease as leases
-from langgraph_durable.core import RecoveryReport, SaverCore
+from langgraph_durable.core import Batch, RecoveryReport, SaverCore, Script
 from langgraph_durable.envelope import Envelope
 from langgraph_durable.errors import ConfigurationError
 from langgraph_durable.keys import KeySchema
@@ -66,6 +67,21 @@ def client_retry(*, asyncio: bool) -> Any:
     from redis.retry import Retry
 
     return Retry(ExponentialWithJitterBackoff(base=0.01, cap=1.0), retries=10)
+
+
+def batch_commands(op: Batch, scripts: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+    """A batch's commands as sent: its scripts as EVALSHA of the registered script."""
+    return [
+        ("EVALSHA", scripts[c.name].sha, len(c.keys), *c.keys, *c.args)
+        if isinstance(c, Script)
+        else c
+        for c in op.commands
+    ]
+
+
+def lost_scripts(replies: Sequence[Any]) -> bool:
+    """Redis answered NOSCRIPT (restarted, or SCRIPT FLUSH): load them and resend."""
+    return any(isinstance(reply, NoScriptError) for reply in replies)
 
 
 def _retries(client: Any) -> int:

@@ -68,13 +68,16 @@ class Command:
 
 @dataclass(frozen=True)
 class Batch:
-    """Run several single-slot commands in one round trip (a non-transactional pipeline).
+    """Run several commands of one slot in one round trip: a pipeline, or with ``atomic``
+    a MULTI/EXEC transaction. A ``Script`` among them is sent as EVALSHA (the shell
+    loads the scripts and resends the batch if Redis lost them).
 
     With ``errors_as_values`` a command's error reply comes back in its place in the
     list instead of being raised."""
 
-    commands: list[tuple[Any, ...]]
+    commands: list[tuple[Any, ...] | Script]
     errors_as_values: bool = False
+    atomic: bool = False
 
 
 @dataclass(frozen=True)
@@ -255,6 +258,7 @@ class SaverCore:
         self.envelope = envelope
         self.ttl = ttl
         self.recovery_reports: dict[tuple[str, str], RecoveryReport] = {}
+        self._newest_versions = _NewestVersions()
 
     @property
     def _ttl_arg(self) -> int:
@@ -313,13 +317,29 @@ class SaverCore:
             lower,
             upper,
         ]
-        for channel, version in new_versions.items():  # only changed channels are written
-            blob_field = self.keys.blob_field(ns, channel, version)
-            args += [
-                blob_field,
-                self._blob_record(thread_id, blob_field, values.get(channel, _NO_VALUE)),
-            ]
-        in_namespace = yield Script("put_checkpoint", tk.for_writes(), args)
+        blobs = [  # only changed channels are written
+            (blob_field, self._blob_record(thread_id, blob_field, values.get(channel, _NO_VALUE)))
+            for channel, version in new_versions.items()
+            for blob_field in (self.keys.blob_field(ns, channel, version),)
+        ]
+        # One round trip: the values by plain HSETNX (a value never changes under its
+        # version, and a fenced-out writer's versions have tails of their own, so it can
+        # only leave orphans), then the script, which indexes the checkpoint only once
+        # they are all there. With a ttl, MULTI keeps a client that dies halfway from
+        # leaving a value hash without an expiry.
+        script = Script("put_checkpoint", tk.for_writes(), [*args, "sent", *(f for f, _ in blobs)])
+        replies = yield Batch(
+            [*(("HSETNX", tk.bl, f, r) for f, r in blobs), script],
+            errors_as_values=True,
+            atomic=bool(self.ttl),
+        )
+        in_namespace = replies[-1]
+        if isinstance(in_namespace, Exception):
+            raise self.script_error(script, in_namespace)
+        if in_namespace == -1:  # the value hash has the wrong type: repair, values inline
+            inline = [*args, "inline", *(x for blob in blobs for x in blob)]
+            in_namespace = yield Script("put_checkpoint", tk.for_writes(), inline)
+        self._newest_versions.remember((thread_id, ns), checkpoint.get("channel_versions", {}))
         yield from self.replicated(tk)
         keep_last = self.keep_last
         if keep_last and in_namespace > keep_last + max(4, keep_last // 4):
@@ -393,6 +413,13 @@ class SaverCore:
     def release_lease(self, lease: Lease) -> Plan[bool]:
         return bool((yield self._lease_script(lease, "release", lease.token)))
 
+    def batch_error(self, op: Batch, replies: Sequence[Any]) -> Exception | None:
+        """The first error among a batch's replies, typed as ``script_error`` does."""
+        for command, reply in zip(op.commands, replies):
+            if isinstance(reply, Exception):
+                return self.script_error(command, reply) if isinstance(command, Script) else reply
+        return None
+
     def script_error(self, op: Script, exc: Exception) -> Exception:
         """The typed error for a write a script refused (the lease checks), else ``exc``."""
         code, _, detail = str(exc).partition(" ")
@@ -442,11 +469,17 @@ class SaverCore:
             writes=writes,
         )
 
-    def _blob_fields(self, decoded: _Decoded) -> list[str]:
+    def _fields_of(self, checkpoint_ns: str, versions: Mapping[str, Any]) -> list[str]:
+        """The blob fields of the channel values of a checkpoint with these versions."""
         return [
-            self.keys.blob_field(decoded.checkpoint_ns, channel, version)
-            for channel, version in decoded.checkpoint.get("channel_versions", {}).items()
+            self.keys.blob_field(checkpoint_ns, channel, version)
+            for channel, version in versions.items()
         ]
+
+    def _blob_fields(self, decoded: _Decoded) -> list[str]:
+        return self._fields_of(
+            decoded.checkpoint_ns, decoded.checkpoint.get("channel_versions", {})
+        )
 
     def _complete(
         self,
@@ -541,21 +574,24 @@ class SaverCore:
         args: list[Any],
         wanted: Callable[[_Decoded], bool] | None = None,
         report: RecoveryReport | None = None,
+        guess: Sequence[str] = (),
     ) -> Plan[tuple[list[CheckpointTuple | _Damage], list[str]]]:
-        """Read checkpoints (2 round trips: records and writes, then channel values).
+        """Read checkpoints: records and writes, then the channel values they name.
 
+        The values of ``guess`` (blob fields) are read in the same round trip as the
+        records; when they are all the checkpoints need, that is the only round trip.
         Returns the results in index order, and the ids of every checkpoint the index
         returned (matching ``wanted`` or not), oldest last: the next page's cursor.
         """
-        entries = yield from self._read_entries(tk, args)
+        entries, blobs = yield from self._read_entries(tk, args, guess)
         decoded = [self._decode_entry(tk, entry) for entry in entries]
         selected = [d for d in decoded if isinstance(d, _Damage) or wanted is None or wanted(d)]
         fields = sorted(
             {f for d in selected if isinstance(d, _Decoded) for f in self._blob_fields(d)}
+            - blobs.keys()
         )
-        blobs: dict[str, bytes | None] = {}
         if fields:
-            blobs = yield from self._read_values(tk, fields)
+            blobs.update((yield from self._read_values(tk, fields)))
         results = [
             d if isinstance(d, _Damage) else self._complete(tk, d, blobs, report) for d in selected
         ]
@@ -565,21 +601,37 @@ class SaverCore:
             yield from self._quarantine(tk, damaged, dropped)
         return results, [d.checkpoint_id for d in decoded]
 
-    def _read_entries(self, tk: ThreadKeys, args: list[Any]) -> Plan[list[Any]]:
-        wrongtype, *entries = yield Script("read_checkpoints", tk.all(), args)
+    def _read_entries(
+        self, tk: ThreadKeys, args: list[Any], guess: Sequence[str] = ()
+    ) -> Plan[tuple[list[Any], dict[str, bytes | None]]]:
+        """The read script's entries, and the values of ``guess`` read along with them
+        (in one MULTI, so both see the same moment)."""
+        script = Script("read_checkpoints", tk.all(), args)
+        if not guess:
+            wrongtype, *entries = yield script
+            self._log_wrongtype(tk, wrongtype)
+            return entries, {}
+        op = Batch([script, _hmget(tk, guess)], errors_as_values=True, atomic=True)
+        reply, values = yield op
+        if isinstance(reply, Exception):
+            raise self.script_error(script, reply)
+        wrongtype, *entries = reply
         self._log_wrongtype(tk, wrongtype)
-        return entries
+        return entries, self._values(tk, guess, values)
 
     def _read_values(self, tk: ThreadKeys, fields: list[str]) -> Plan[dict[str, bytes | None]]:
-        # A plain HMGET, not a script: a large value returned through Lua costs Redis
-        # about as much again as the read itself (~270 µs per 150 KB).
-        (values,) = yield Batch([("HMGET", tk.bl, *fields)], errors_as_values=True)
-        if isinstance(values, Exception):
-            if "WRONGTYPE" not in str(values):
-                raise values
+        (values,) = yield Batch([_hmget(tk, fields)], errors_as_values=True)
+        return self._values(tk, fields, values)
+
+    def _values(
+        self, tk: ThreadKeys, fields: Sequence[str], reply: list[Any] | Exception
+    ) -> dict[str, bytes | None]:
+        if isinstance(reply, Exception):
+            if "WRONGTYPE" not in str(reply):
+                raise reply
             self._log_wrongtype(tk, [tk.bl.encode()])
-            return {}
-        return dict(zip(fields, values))
+            return dict.fromkeys(fields)  # damage: read as missing
+        return dict(zip(fields, reply))
 
     def _log_wrongtype(self, tk: ThreadKeys, keys: list[bytes]) -> None:
         for key in keys:
@@ -647,7 +699,14 @@ class SaverCore:
         before: str | None = None
         while True:
             upper, lower = self.keys.namespace_range(ns, before)
-            results, _ = yield from self._read(tk, ["range", upper, lower, 1], report=report)
+            guess = (
+                self._fields_of(ns, self._newest_versions.get((thread_id, ns)))
+                if before is None
+                else ()
+            )
+            results, _ = yield from self._read(
+                tk, ["range", upper, lower, 1], report=report, guess=guess
+            )
             if not results:
                 if report.skipped:
                     self._report(report, level=logging.ERROR)
@@ -664,6 +723,7 @@ class SaverCore:
                 report.used_checkpoint_id = result.checkpoint["id"]
                 report.recovered_from_step = result.metadata.get("step")
                 self._report(report, level=logging.WARNING)
+            self._newest_versions.remember((thread_id, ns), result.checkpoint["channel_versions"])
             return result
 
     def _report(self, report: RecoveryReport, *, level: int) -> None:
@@ -792,6 +852,7 @@ class SaverCore:
 
     # -- whole-thread operations --------------------------------------------------------
     def delete_thread(self, thread_id: str) -> Plan[None]:
+        self._newest_versions.forget(str(thread_id))
         yield Command(("UNLINK", *self.keys.thread(str(thread_id)).for_writes()))
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> Plan[None]:
@@ -1092,7 +1153,7 @@ class SaverCore:
         # the caller's get_tuple, so they are not read or deserialized a second time here.
         target_id = conf.get("checkpoint_id")
         upper, lower = self.keys.namespace_range(ns)
-        entries = yield from self._read_entries(
+        entries, _ = yield from self._read_entries(
             tk,
             ["members", self.keys.checkpoint_member(ns, target_id)]
             if target_id
@@ -1116,7 +1177,7 @@ class SaverCore:
         cursor = target.checkpoint_id if target else None
         while wanted_id and remaining:
             upper, lower = self.keys.namespace_range(ns, cursor)
-            entries = yield from self._read_entries(tk, ["range", upper, lower, LIST_PAGE])
+            entries, _ = yield from self._read_entries(tk, ["range", upper, lower, LIST_PAGE])
             if not entries:
                 break
             page = [self._decode_entry(tk, entry) for entry in entries]
@@ -1193,6 +1254,34 @@ class SaverCore:
                 entry["seed"] = seeds[ch]
             result[ch] = entry
         return result
+
+
+def _hmget(tk: ThreadKeys, fields: Sequence[str]) -> tuple[Any, ...]:
+    # A plain HMGET, never a script: a large value returned through Lua costs Redis
+    # about as much again as the read itself (~270 µs per 150 KB).
+    return ("HMGET", tk.bl, *fields)
+
+
+class _NewestVersions:
+    """Per (thread, namespace): the channel versions of the newest checkpoint this saver
+    wrote or read. ``get_tuple`` reads those values in the same round trip as the
+    checkpoint; a wrong guess costs only a second round trip for the missing ones."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self._size = size
+        self._versions: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def get(self, key: tuple[str, str]) -> dict[str, Any]:
+        return self._versions.get(key, {})
+
+    def remember(self, key: tuple[str, str], versions: Mapping[str, Any]) -> None:
+        if len(self._versions) >= self._size:
+            self._versions.clear()  # crude, but safe from any thread
+        self._versions[key] = dict(versions)  # a copy: the caller's dict may change
+
+    def forget(self, thread_id: str) -> None:
+        for key in [k for k in list(self._versions) if k[0] == thread_id]:
+            self._versions.pop(key, None)
 
 
 def _quarantine_reason(entry: bytes) -> str:

@@ -31,6 +31,7 @@ percent-encoded (everything but ``[A-Za-z0-9._~-]``), so the tag never holds ``{
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from urllib.parse import quote, unquote
 
 SEP = "\x00"
@@ -40,9 +41,12 @@ _IDX_OFFSET = 2**31  # write indexes are negative for special channels (-1..-4)
 THREAD_KEY_KINDS = ("cps", "wix", "cp", "wr", "bl", "runs", "qt", "lg", "lgx")
 # Not data: the lease expires on its own clock, so the thread's ttl must never touch it.
 LEASE_KEY_KINDS = ("lease", "fence")
+_THREAD_CACHE_SIZE = 4096  # ThreadKeys kept per KeySchema: escaping and 20 key strings per call
 
 
 def _escape_component(value: str) -> str:
+    if "\x00" not in value and "\x01" not in value:  # nearly always: skip two copies
+        return value
     return value.replace("\x01", "\x01\x02").replace("\x00", "\x01\x01")
 
 
@@ -51,7 +55,7 @@ def _unescape_component(value: str) -> str:
 
 
 def _join(*parts: str) -> str:
-    return SEP.join(_escape_component(p) for p in parts)
+    return SEP.join(map(_escape_component, parts))
 
 
 def _split(member: str | bytes) -> list[str]:
@@ -88,7 +92,21 @@ class ThreadKeys:
 
     def all(self) -> list[str]:
         """Every key of the thread, in the order the Lua scripts expect as KEYS."""
-        return [
+        return list(self._all)
+
+    def damaged(self) -> list[str]:
+        """Where a write moves a key it finds holding the wrong type, in ``all()`` order."""
+        return [key + ":damaged" for key in self._all]
+
+    def for_writes(self) -> list[str]:
+        """KEYS of the write scripts: the thread's data keys, their ``damaged`` twins,
+        then the lease and the fence."""
+        return list(self._for_writes)
+
+    # Built once per thread (KeySchema caches ThreadKeys): every write needs all 20.
+    @cached_property
+    def _all(self) -> tuple[str, ...]:
+        return (
             self.cps,
             self.wix,
             self.cp,
@@ -98,16 +116,11 @@ class ThreadKeys:
             self.qt,
             self.lg,
             self.lgx,
-        ]
+        )
 
-    def damaged(self) -> list[str]:
-        """Where a write moves a key it finds holding the wrong type, in ``all()`` order."""
-        return [key + ":damaged" for key in self.all()]
-
-    def for_writes(self) -> list[str]:
-        """KEYS of the write scripts: the thread's data keys, their ``damaged`` twins,
-        then the lease and the fence."""
-        return self.all() + self.damaged() + [self.lease, self.fence]
+    @cached_property
+    def _for_writes(self) -> tuple[str, ...]:
+        return (*self._all, *self.damaged(), self.lease, self.fence)
 
 
 @dataclass(frozen=True)
@@ -141,13 +154,21 @@ class KeySchema:
                 "the Redis Cluster hash tag"
             )
         self.prefix = prefix
+        self._threads: dict[str, ThreadKeys] = {}
 
     # -- keys ---------------------------------------------------------------------------
     def thread(self, thread_id: str) -> ThreadKeys:
         if not isinstance(thread_id, str):
             raise TypeError(f"thread_id must be a str, got {type(thread_id).__name__}")
+        cached = self._threads.get(thread_id)
+        if cached is not None:
+            return cached
         base = f"{self.prefix}:{{{escape_thread_id(thread_id)}}}:"
-        return ThreadKeys(thread_id, *(base + kind for kind in THREAD_KEY_KINDS + LEASE_KEY_KINDS))
+        tk = ThreadKeys(thread_id, *(base + kind for kind in THREAD_KEY_KINDS + LEASE_KEY_KINDS))
+        if len(self._threads) >= _THREAD_CACHE_SIZE:
+            self._threads.clear()  # crude, but safe from any thread; refills in one call each
+        self._threads[thread_id] = tk
+        return tk
 
     def thread_scan_pattern(self) -> str:
         """SCAN MATCH pattern with exactly one key per thread that has checkpoints."""

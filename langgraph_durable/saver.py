@@ -19,7 +19,13 @@ from langgraph.checkpoint.base import (
 )
 
 from langgraph_durable import scripts
-from langgraph_durable.base import BaseRedisSaver, check_client, client_retry
+from langgraph_durable.base import (
+    BaseRedisSaver,
+    batch_commands,
+    check_client,
+    client_retry,
+    lost_scripts,
+)
 from langgraph_durable.core import (
     Batch,
     Command,
@@ -84,10 +90,19 @@ class RedisSaver(BaseRedisSaver):
         if isinstance(op, Command):
             return self.client.execute_command(*op.args)
         if isinstance(op, Batch):
-            pipe = self.client.pipeline(transaction=False)
-            for command in op.commands:
-                pipe.execute_command(*command)
-            return pipe.execute(raise_on_error=not op.errors_as_values)
+            commands = batch_commands(op, self._scripts)
+            for attempt in range(2):
+                pipe = self.client.pipeline(transaction=op.atomic)
+                for command in commands:
+                    pipe.execute_command(*command)
+                replies = pipe.execute(raise_on_error=False)
+                if attempt == 0 and lost_scripts(replies):
+                    self.setup()  # then resend: every batch is idempotent
+                    continue
+                error = None if op.errors_as_values else self.core.batch_error(op, replies)
+                if error is not None:
+                    raise error
+                return replies
         if isinstance(op, WaitReplicas):
             wait = ("WAIT", op.replicas, op.timeout_ms)
             if self.cluster:  # WAIT has no key: send it to the node the write went to

@@ -58,3 +58,12 @@ local function repair()
     if not usable(i, KEY_TYPES[i]) then redis.call('RENAME', KEYS[i], KEYS[i + #KEY_TYPES]) end
   end
 end
+
+-- Run the idempotent writes `fn`; if one fails (a key of the wrong type), move such keys
+-- aside and run them again. Cheaper than checking every key's type before each write.
+local function repairing(fn)
+  if not pcall(fn) then
+    repair()
+    fn()
+  end
+end

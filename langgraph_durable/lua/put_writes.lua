@@ -6,15 +6,18 @@
 --       3.. triples of (write member, write record, "1" to overwrite | "0")
 local denied = fence_denial(ARGV[2])
 if denied then return redis.error_reply(denied) end
-repair()
-for i = 3, #ARGV, 3 do
-  local member = ARGV[i]
-  if ARGV[i + 2] == '1' then
-    redis.call('HSET', KEYS[K_WR], member, ARGV[i + 1])
-    redis.call('ZADD', KEYS[K_WIX], 0, member)
-  elseif redis.call('HSETNX', KEYS[K_WR], member, ARGV[i + 1]) == 1 then
+repairing(function()
+  for i = 3, #ARGV, 3 do
+    local member = ARGV[i]
+    if ARGV[i + 2] == '1' then
+      redis.call('HSET', KEYS[K_WR], member, ARGV[i + 1])
+    else
+      redis.call('HSETNX', KEYS[K_WR], member, ARGV[i + 1])
+    end
+    -- Indexed even when HSETNX kept an earlier record: a no-op then, unless an earlier
+    -- attempt stored the record and failed before indexing it.
     redis.call('ZADD', KEYS[K_WIX], 0, member)
   end
-end
+end)
 touch(ARGV[1])
 return 1

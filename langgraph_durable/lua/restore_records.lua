@@ -10,7 +10,7 @@ local i = 5
 for _ = 1, c do
   redis.call('HSET', KEYS[K_CP], ARGV[i], ARGV[i + 1])
   redis.call('ZADD', KEYS[K_CPS], 0, ARGV[i])
-  redis.call('HSET', KEYS[K_RUNS], ARGV[i], ARGV[i + 2])
+  if ARGV[i + 2] ~= '' then redis.call('HSET', KEYS[K_RUNS], ARGV[i], ARGV[i + 2]) end
   i = i + 3
 end
 for _ = 1, w do
