@@ -307,7 +307,7 @@ class SaverCore:
             member,
             [parent_id, *self.serde.dumps_typed(stored), *self.serde.dumps_typed(meta)],
         )
-        upper, lower = self.keys.namespace_range(ns)
+        upper, lower = self.keys.namespace_range(ns) if self.keep_last else ("", "")
         args: list[Any] = [
             self._ttl_arg,
             held_token(self.keys.prefix, thread_id),

@@ -77,8 +77,9 @@ class Envelope:
         mac.update(body)
         return b"".join((MAGIC, bytes((FORMAT_VERSION, HMAC_SHA256)), key_id, mac.digest(), body))
 
-    def open(self, identity: bytes, record: bytes | None) -> bytes:
-        """Return the body of a record that verifies, or raise ``RecordDamagedError``."""
+    def open(self, identity: bytes, record: bytes | None) -> bytes | memoryview:
+        """Return the body of a record that verifies (a view into ``record``), or raise
+        ``RecordDamagedError``."""
         if record is None:
             raise RecordDamagedError("missing")
         if len(record) < 4:
@@ -96,7 +97,7 @@ class Envelope:
             start = 4 + _DIGEST_SIZE[XXH3_128]
             if len(record) < start:
                 raise RecordDamagedError("truncated")
-            body = record[start:]
+            body = memoryview(record)[start:]  # no copy of what may be a large value
             digest = xxhash.xxh3_128(_framed(identity))
             digest.update(body)
             if not hmac.compare_digest(digest.digest(), record[4:start]):
@@ -112,7 +113,7 @@ class Envelope:
                 if not self._keys
                 else "bad signature: signed with an unknown key"
             )
-        body = record[start:]
+        body = memoryview(record)[start:]
         mac = hmac.new(key, _framed(identity), hashlib.sha256)
         mac.update(body)
         if not hmac.compare_digest(mac.digest(), record[4 + _KEY_ID_SIZE : start]):

@@ -1,12 +1,14 @@
 -- Store one checkpoint atomically, once its new channel values are in place.
 -- KEYS: the thread's keys, then their damaged twins (see _prelude.lua)
 -- ARGV: 1 ttl, 2 fencing token or "", 3 checkpoint member, 4 checkpoint record, 5 run id
---       or "", 6 min and 7 max ZLEXCOUNT bounds of the checkpoint's namespace, then
+--       or "", 6 min and 7 max ZLEXCOUNT bounds of the checkpoint's namespace (both ""
+--       without keep_last: nothing to count), then
 --       8 "sent": 9.. the blob fields of the channels that changed, already written by
 --                 HSETNX in the same MULTI (big values cost Redis about as much again
 --                 when they pass through Lua, so the usual path keeps them out of it)
 --       8 "inline": 9.. pairs of (blob field, blob record)
--- Returns the number of checkpoints the namespace now has (for keep_last retention), or
+-- Returns the number of checkpoints the namespace now has (for keep_last retention; 0
+-- without bounds), or
 -- -1 when a "sent" value is not there (the value hash has the wrong type): the caller
 -- then sends the values inline, and this script repairs the hash first.
 local denied = fence_denial(ARGV[2])
@@ -29,4 +31,5 @@ local function index()
 end
 repairing(index)
 touch(ARGV[1])
+if ARGV[6] == '' then return 0 end
 return redis.call('ZLEXCOUNT', KEYS[K_CPS], ARGV[6], ARGV[7])
