@@ -334,11 +334,13 @@ class SaverCore:
             atomic=bool(self.ttl),
         )
         in_namespace = replies[-1]
-        if isinstance(in_namespace, Exception):
+        if _needs_twins(in_namespace):  # a key of the wrong type: again, with the twins
+            in_namespace = yield Script("put_checkpoint", tk.with_twins(), script.args)
+        elif isinstance(in_namespace, Exception):
             raise self.script_error(script, in_namespace)
         if in_namespace == -1:  # the value hash has the wrong type: repair, values inline
             inline = [*args, "inline", *(x for blob in blobs for x in blob)]
-            in_namespace = yield Script("put_checkpoint", tk.for_writes(), inline)
+            in_namespace = yield Script("put_checkpoint", tk.with_twins(), inline)
         self._newest_versions.remember((thread_id, ns), checkpoint.get("channel_versions", {}))
         yield from self.replicated(tk)
         keep_last = self.keep_last
@@ -375,7 +377,12 @@ class SaverCore:
                 "1" if special else "0",
             ]
         if len(args) > 2:
-            yield Script("put_writes", tk.for_writes(), args)
+            script = Script("put_writes", tk.for_writes(), args)
+            (reply,) = yield Batch([script], errors_as_values=True)
+            if _needs_twins(reply):  # a key of the wrong type: again, with the twins
+                yield Script("put_writes", tk.with_twins(), args)
+            elif isinstance(reply, Exception):
+                raise self.script_error(script, reply)
             yield from self.replicated(tk)
 
     def replicated(self, tk: ThreadKeys) -> Plan[None]:
@@ -655,7 +662,7 @@ class SaverCore:
                 continue  # gone already (its quarantine entry says why) / maybe not damage
             args += [kind, field_, self.keys.quarantine_field(kind, _label(field_)), reason]
         if args:
-            yield Script("quarantine", tk.for_writes(), args)
+            yield Script("quarantine", tk.with_twins(), args)
 
     def _log_damage(self, tk: ThreadKeys, damage: _Damage, *, level: int) -> None:
         logger.log(
@@ -853,7 +860,7 @@ class SaverCore:
     # -- whole-thread operations --------------------------------------------------------
     def delete_thread(self, thread_id: str) -> Plan[None]:
         self._newest_versions.forget(str(thread_id))
-        yield Command(("UNLINK", *self.keys.thread(str(thread_id)).for_writes()))
+        yield Command(("UNLINK", *self.keys.thread(str(thread_id)).with_twins()))
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> Plan[None]:
         """Copy every checkpoint (the whole parent chain), write, value and tool-ledger
@@ -907,7 +914,7 @@ class SaverCore:
             return
         yield Script(
             "restore_records",
-            dst.for_writes(),
+            dst.with_twins(),
             [
                 self._ttl_arg,
                 len(copied_cps) // 3,
@@ -992,7 +999,7 @@ class SaverCore:
             newest_member = newest[0] if newest else b""  # exact bytes, for the guard
             deleted = yield Script(
                 "delete_checkpoints",
-                tk.for_writes(),
+                tk.with_twins(),
                 [count, newest_member, len(doomed), *sorted(doomed), *garbage],
             )
             if deleted != -1:
@@ -1016,7 +1023,7 @@ class SaverCore:
         if not doomed or not steps or not all(isinstance(s, int) for s in steps):
             return
         oldest = min(steps)  # type: ignore[type-var]
-        _, _, flat = yield Script("ledger_read", tk.for_writes(), ["-", "+", "fields"])
+        _, _, flat = yield Script("ledger_read", tk.with_twins(), ["-", "+", "fields"])
         stale = []
         for raw in flat:
             try:
@@ -1026,7 +1033,7 @@ class SaverCore:
             if "|" not in where.checkpoint_ns and where.step <= oldest:
                 stale.append(raw)
         if stale:
-            yield Script("ledger_delete", tk.for_writes(), stale)
+            yield Script("ledger_delete", tk.with_twins(), stale)
 
     def _newest_valid(self, tk: ThreadKeys, decoded: dict[str, _Decoded]) -> Plan[set[str]]:
         """Members of the newest checkpoint per namespace whose channel values all verify
@@ -1254,6 +1261,11 @@ class SaverCore:
                 entry["seed"] = seeds[ch]
             result[ch] = entry
         return result
+
+
+def _needs_twins(reply: Any) -> bool:
+    """A write script found a key of the wrong type and needs its twin to move it to."""
+    return isinstance(reply, Exception) and str(reply).startswith("LGD_REPAIR")
 
 
 def _hmget(tk: ThreadKeys, fields: Sequence[str]) -> tuple[Any, ...]:

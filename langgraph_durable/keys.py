@@ -99,11 +99,15 @@ class ThreadKeys:
         return [key + ":damaged" for key in self._all]
 
     def for_writes(self) -> list[str]:
-        """KEYS of the write scripts: the thread's data keys, their ``damaged`` twins,
-        then the lease and the fence."""
+        """KEYS of the write scripts: the thread's data keys, then the lease and the fence."""
         return list(self._for_writes)
 
-    # Built once per thread (KeySchema caches ThreadKeys): every write needs all 20.
+    def with_twins(self) -> list[str]:
+        """``for_writes()`` and then the ``damaged`` twins: KEYS of the scripts that move a
+        key of the wrong type aside (a write script asks for them when it finds one)."""
+        return list(self._with_twins)
+
+    # Built once per thread (KeySchema caches ThreadKeys), not on every write.
     @cached_property
     def _all(self) -> tuple[str, ...]:
         return (
@@ -120,7 +124,11 @@ class ThreadKeys:
 
     @cached_property
     def _for_writes(self) -> tuple[str, ...]:
-        return (*self._all, *self.damaged(), self.lease, self.fence)
+        return (*self._all, self.lease, self.fence)
+
+    @cached_property
+    def _with_twins(self) -> tuple[str, ...]:
+        return (*self._for_writes, *self.damaged())
 
 
 @dataclass(frozen=True)

@@ -297,7 +297,7 @@ class ToolLedger:
         self, thread_id: str, bounds: tuple[str, str]
     ) -> Plan[tuple[list[LedgerEntry], bool]]:
         tk = self._keys.thread(thread_id)
-        wrongtype, damaged, flat = yield Script("ledger_read", tk.for_writes(), list(bounds))
+        wrongtype, damaged, flat = yield Script("ledger_read", tk.with_twins(), list(bounds))
         if wrongtype:
             logger.error(
                 "langgraph-durable: ledger keys of thread %r hold the wrong type: %s",
@@ -330,7 +330,7 @@ class ToolLedger:
                 self._keys.quarantine_field(_LEDGER, entry.field) if reason else "",
                 reason,
             ]
-        yield Script("ledger_write", tk.for_writes(), args)
+        yield Script("ledger_write", tk.with_twins(), args)
         yield from self.saver.core.replicated(tk)
 
     def _load(self, ctx: _TaskContext, site: _Site) -> Plan[None]:

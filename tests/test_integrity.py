@@ -440,6 +440,30 @@ def test_prune_never_removes_the_newest_valid_checkpoint(
     assert survivor.checkpoint == previous.checkpoint
 
 
+@pytest.mark.parametrize("kind", ["cps", "cp", "bl", "wix", "wr"])
+def test_every_write_moves_a_wrong_type_key_aside_and_lands(
+    saver: RedisSaver, redis_client: redis.Redis, kind: str
+) -> None:
+    """Write scripts check types only when a write fails; then they ask for the damaged
+    twins (LGD_REPAIR), move the key there, and write again."""
+    graph = graphs.counter_graph().compile(checkpointer=saver)
+    first = graph.invoke({"value": 1, "trail": []}, cfg(f"wt-{kind}"))
+    tk = saver.keys.thread(f"wt-{kind}")
+    key = getattr(tk, kind)
+    redis_client.delete(key)
+    redis_client.set(key, b"not a hash or a sorted set")
+    if kind in ("wix", "wr"):  # only pending writes lost: the thread goes on as usual
+        graph.invoke({"value": 1, "trail": []}, cfg("wt-control"))
+        expected = graph.invoke({"value": 1, "trail": []}, cfg("wt-control"))
+    else:  # no checkpoint verifies any more: the thread starts again from step 0
+        expected = first
+    assert graph.invoke({"value": 1, "trail": []}, cfg(f"wt-{kind}")) == expected
+    assert redis_client.get(key + ":damaged") == b"not a hash or a sorted set"
+    assert redis_client.type(key) in (b"hash", b"zset")
+    saver.put_writes(saver.get_tuple(cfg(f"wt-{kind}")).config, [("late", 1)], "t")
+    assert ("t", "late", 1) in saver.get_tuple(cfg(f"wt-{kind}")).pending_writes
+
+
 def test_a_key_of_the_wrong_type_is_moved_aside_and_the_graph_runs_on(
     saver: RedisSaver, redis_client: redis.Redis
 ) -> None:
@@ -453,4 +477,4 @@ def test_a_key_of_the_wrong_type_is_moved_aside_and_the_graph_runs_on(
     assert redis_client.get(tk.cp + ":damaged") == b"a bad restore wrote a string here"
     assert saver.get_tuple(cfg("typed")).checkpoint["channel_values"]["value"] == 17
     saver.delete_thread("typed")
-    assert not any(redis_client.exists(k) for k in tk.for_writes())
+    assert not any(redis_client.exists(k) for k in tk.with_twins())

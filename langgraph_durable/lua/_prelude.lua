@@ -1,11 +1,14 @@
 -- Shared prelude, prepended to every script by langgraph_durable/scripts.py.
--- KEYS of every thread script, in this order (langgraph_durable.keys.ThreadKeys.all):
---   1 cps  2 wix  3 cp  4 wr  5 bl  6 runs  7 qt  8 lg  9 lgx
--- Write scripts get as many more (ThreadKeys.damaged): where each key goes if it holds the
--- wrong type, so a write never fails on a damaged key and never destroys its contents;
--- then 19 the lease and 20 the fence (see lease.lua).
+-- KEYS of every thread script, in this order (langgraph_durable.keys.ThreadKeys):
+--   1 cps  2 wix  3 cp  4 wr  5 bl  6 runs  7 qt  8 lg  9 lgx   (ThreadKeys.all)
+-- then for write scripts 10 the lease and 11 the fence (see lease.lua; for_writes), and
+-- for scripts that move keys of the wrong type aside, the "damaged" twin of each of the
+-- nine at TWIN + i (with_twins), so a write never fails on a damaged key and never
+-- destroys its contents. Write scripts get the twins only once they need them: they
+-- answer LGD_REPAIR and the caller sends them again with the twins.
 local K_CPS, K_WIX, K_CP, K_WR, K_BL, K_RUNS, K_QT, K_LG, K_LGX = 1, 2, 3, 4, 5, 6, 7, 8, 9
-local K_LEASE, K_FENCE = 19, 20
+local K_LEASE, K_FENCE = 10, 11
+local TWIN = K_FENCE
 
 -- Refresh the TTL of every key of the thread, so nothing the thread still references
 -- (an old channel value of the newest checkpoint) expires before the thread does.
@@ -13,7 +16,7 @@ local K_LEASE, K_FENCE = 19, 20
 local function touch(ttl)
   ttl = tonumber(ttl)
   if ttl and ttl > 0 then
-    for i = 1, math.min(#KEYS, K_LEASE - 1) do redis.call('EXPIRE', KEYS[i], ttl) end
+    for i = 1, K_LEASE - 1 do redis.call('EXPIRE', KEYS[i], ttl) end
   end
 end
 
@@ -55,15 +58,17 @@ local KEY_TYPES = {'zset', 'zset', 'hash', 'hash', 'hash', 'hash', 'hash', 'hash
 -- Before writing: move every key of the wrong type to its "damaged" twin.
 local function repair()
   for i = 1, #KEY_TYPES do
-    if not usable(i, KEY_TYPES[i]) then redis.call('RENAME', KEYS[i], KEYS[i + #KEY_TYPES]) end
+    if not usable(i, KEY_TYPES[i]) then redis.call('RENAME', KEYS[i], KEYS[TWIN + i]) end
   end
 end
 
 -- Run the idempotent writes `fn`; if one fails (a key of the wrong type), move such keys
 -- aside and run them again. Cheaper than checking every key's type before each write.
+-- False when that needs the twins and the caller did not send them (reply LGD_REPAIR).
 local function repairing(fn)
-  if not pcall(fn) then
-    repair()
-    fn()
-  end
+  if pcall(fn) then return true end
+  if #KEYS < TWIN + #KEY_TYPES then return false end
+  repair()
+  fn()
+  return true
 end

@@ -2,7 +2,7 @@
 -- Guarded: when ARGV[1] is not "", nothing happens unless the checkpoint index still has
 -- ARGV[1] members and its newest is ARGV[2], i.e. no checkpoint was written since the
 -- caller planned this deletion (a new checkpoint could reference a value planned away).
--- KEYS: the thread's keys, then their damaged twins (see _prelude.lua)
+-- KEYS: ThreadKeys.with_twins (see _prelude.lua)
 -- ARGV: 1 guard count or "", 2 guard newest member, 3 number N of checkpoint members,
 --       4 .. 3+N checkpoint members, the rest: blob fields
 -- Returns the number of checkpoints deleted, or -1 when the guard failed.

@@ -1,7 +1,7 @@
 -- Leases: one writer per thread (see langgraph_durable/lease.py). The lease holds
 -- "owner \0 token" and expires on its own; the fence holds the newest token handed out,
 -- which write scripts compare against (fence_denial in _prelude.lua).
--- KEYS: the thread's keys, their damaged twins, the lease, the fence (see _prelude.lua)
+-- KEYS: ThreadKeys.for_writes (see _prelude.lua)
 -- ARGV: 1 "acquire" | "renew" | "release", 2 owner, 3 lease ttl in ms,
 --       4 the fencing token (renew, release), 5 the thread's ttl in seconds or 0
 -- Returns: acquire {1, token} or {0, holder, ms left}; renew and release 1 or 0.

@@ -1,5 +1,5 @@
 -- Forget tool-ledger entries no checkpoint can replay any more (retention).
--- KEYS: the thread's keys, then their damaged twins (see _prelude.lua)
+-- KEYS: ThreadKeys.with_twins (see _prelude.lua)
 -- ARGV: ledger fields
 repair()
 for i = 1, #ARGV do

@@ -1,6 +1,6 @@
 -- Write tool-call ledger entries (an intent, a result, an escalation) atomically.
 -- A record being replaced that was found damaged is kept in the quarantine hash first.
--- KEYS: the thread's keys, then their damaged twins (see _prelude.lua)
+-- KEYS: ThreadKeys.with_twins (see _prelude.lua)
 -- ARGV: 1 ttl, 2 fencing token or "", then quadruples (field, record, quarantine field,
 --       reason; the last two empty unless the record being replaced is damaged)
 local denied = fence_denial(ARGV[2])

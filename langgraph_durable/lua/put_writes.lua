@@ -1,12 +1,12 @@
 -- Store the pending writes of one task atomically. Regular writes are first-write-wins
 -- per (task, idx); writes to the special channels (error, interrupt, resume, scheduled)
 -- overwrite, as in LangGraph's InMemorySaver.
--- KEYS: the thread's keys, then their damaged twins (see _prelude.lua)
+-- KEYS: ThreadKeys.for_writes, or with_twins after an LGD_REPAIR reply (see _prelude.lua)
 -- ARGV: 1 ttl, 2 fencing token or "",
 --       3.. triples of (write member, write record, "1" to overwrite | "0")
 local denied = fence_denial(ARGV[2])
 if denied then return redis.error_reply(denied) end
-repairing(function()
+local repaired = repairing(function()
   for i = 3, #ARGV, 3 do
     local member = ARGV[i]
     if ARGV[i + 2] == '1' then
@@ -19,5 +19,6 @@ repairing(function()
     redis.call('ZADD', KEYS[K_WIX], 0, member)
   end
 end)
+if not repaired then return redis.error_reply('LGD_REPAIR') end
 touch(ARGV[1])
 return 1

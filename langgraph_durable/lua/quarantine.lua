@@ -1,6 +1,6 @@
 -- Move damaged records out of the read path, keeping their bytes for forensics.
 -- A checkpoint or write member also leaves its index, so reads fall back past it.
--- KEYS: the thread's keys, then their damaged twins (see _prelude.lua)
+-- KEYS: ThreadKeys.with_twins (see _prelude.lua)
 -- ARGV: quadruples of (hash kind: "cp" | "wr" | "bl", field, quarantine field, reason)
 -- Returns the number of records moved.
 repair()

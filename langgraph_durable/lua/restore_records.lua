@@ -1,5 +1,5 @@
 -- Write verified, re-sealed records into a thread in one call (copy_thread).
--- KEYS: the target thread's keys, then their damaged twins (see _prelude.lua)
+-- KEYS: ThreadKeys.with_twins of the target thread (see _prelude.lua)
 -- ARGV: 1 ttl, 2 number C of checkpoints, 3 number W of writes, 4 number L of ledger
 --       entries, then C triples (checkpoint member, record, run id), then W pairs
 --       (write member, record), then L pairs (ledger field, record), then pairs
