@@ -4,18 +4,20 @@ a replica."""
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
 from langgraph.checkpoint.base import empty_checkpoint
 
-from langgraph_durable import ConfigurationError, NotReplicatedError, RedisSaver
+from langgraph_durable import AsyncRedisSaver, ConfigurationError, NotReplicatedError, RedisSaver
 from tests import graphs
 from tests.kill_harness import ROOT
 from tests.servers import Server, start_server
@@ -133,3 +135,51 @@ def test_replica_options_are_checked() -> None:
     ):
         with pytest.raises(ConfigurationError):
             RedisSaver(client, **bad)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_scripts_lost_by_the_server_are_loaded_again(tmp_path: Path, mode: str) -> None:
+    """A restarted Redis (or SCRIPT FLUSH) has none of the saver's scripts: every path,
+    the pipelined ones included (put, get_tuple), loads them again and goes on."""
+    server = start_server(str(tmp_path))
+    try:
+        graph = graphs.counter_graph()
+        config = {"configurable": {"thread_id": "flushed"}}
+        admin = redis.Redis.from_url(server.url)
+        if mode == "sync":
+            with RedisSaver.from_conn_string(server.url, ttl=600) as saver:
+                compiled = graph.compile(checkpointer=saver)
+                first = compiled.invoke({"value": 1, "trail": []}, config)
+                admin.script_flush()
+                second = compiled.invoke({"value": 1, "trail": []}, config)
+                admin.script_flush()
+                saver.put_writes(saver.get_tuple(config).config, [("late", 1)], "t")
+                admin.script_flush()
+                assert ("t", "late", 1) in saver.get_tuple(config).pending_writes
+                admin.script_flush()  # the first call after it a put (a pipeline with a script)
+                root = {"configurable": {"thread_id": "flushed", "checkpoint_ns": ""}}
+                meta = {"source": "update", "step": 99, "parents": {}}
+                stored = saver.put(root, empty_checkpoint(), meta, {})
+                assert saver.get_tuple(stored).metadata["step"] == 99
+                assert saver.verify("flushed").ok
+        else:
+
+            async def run() -> tuple[Any, Any]:
+                async with AsyncRedisSaver.from_conn_string(server.url, ttl=600) as saver:
+                    compiled = graph.compile(checkpointer=saver)
+                    first = await compiled.ainvoke({"value": 1, "trail": []}, config)
+                    admin.script_flush()
+                    second = await compiled.ainvoke({"value": 1, "trail": []}, config)
+                    admin.script_flush()
+                    tup = await saver.aget_tuple(config)
+                    await saver.aput_writes(tup.config, [("late", 1)], "t")
+                    admin.script_flush()
+                    assert ("t", "late", 1) in (await saver.aget_tuple(config)).pending_writes
+                    assert (await saver.averify("flushed")).ok
+                    return first, second
+
+            first, second = asyncio.run(run())
+        assert second["trail"] == first["trail"] * 2  # the second run went on from the first
+        admin.close()
+    finally:
+        server.stop()
