@@ -858,7 +858,7 @@ def durable_pair_over_latency(b: Bench, delay_ms: float, threads: int, repeats: 
     """The durable pair again, talking to Redis through a proxy that holds every burst
     back (Redis in another zone, not on loopback), where concurrency has waits to fill."""
     proxy = subprocess.Popen(
-        [sys.executable, str(LATENCY_PROXY), "127.0.0.1", str(redis_port(b)), str(delay_ms)],
+        [sys.executable, str(LATENCY_PROXY), *redis_address(b), str(delay_ms)],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -896,8 +896,9 @@ def durable_pair_over_latency(b: Bench, delay_ms: float, threads: int, repeats: 
         proxy.wait()
 
 
-def redis_port(b: Bench) -> int:
-    return int(b.redis.connection_pool.connection_kwargs.get("port", 6379))
+def redis_address(b: Bench) -> tuple[str, str]:
+    kwargs = b.redis.connection_pool.connection_kwargs
+    return str(kwargs.get("host", "127.0.0.1")), str(kwargs.get("port", 6379))
 
 
 def async_pair(b: Bench, sync_h: Handle, async_h: Handle, threads: int, repeats: int) -> dict:

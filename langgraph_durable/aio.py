@@ -89,6 +89,9 @@ class AsyncRedisSaver(BaseRedisSaver):
     async def asetup(self) -> None:
         """Load the Lua scripts (idempotent). Storage needs no other set-up."""
         self.loop = asyncio.get_running_loop()
+        await self._load_scripts()
+
+    async def _load_scripts(self) -> None:
         for script in self._scripts.values():
             await self.client.script_load(script.script)  # type: ignore[attr-defined]
 
@@ -112,7 +115,7 @@ class AsyncRedisSaver(BaseRedisSaver):
                     pipe.execute_command(*command)
                 replies = await pipe.execute(raise_on_error=False)
                 if attempt == 0 and lost_scripts(replies):
-                    await self.asetup()  # then resend: every batch is idempotent
+                    await self._load_scripts()  # then resend: every batch is idempotent
                     continue
                 error = None if op.errors_as_values else self.core.batch_error(op, replies)
                 if error is not None:
