@@ -22,9 +22,9 @@ from langgraph_durable import lease, scripts
 from langgraph_durable.base import (
     BaseRedisSaver,
     batch_commands,
+    batch_replies,
     check_client,
     client_retry,
-    lost_scripts,
 )
 from langgraph_durable.core import (
     Batch,
@@ -109,18 +109,15 @@ class AsyncRedisSaver(BaseRedisSaver):
             return await self.client.execute_command(*op.args)
         if isinstance(op, Batch):
             commands = batch_commands(op, self._scripts)
-            for attempt in range(2):
+            for first_try in (True, False):
                 pipe = self.client.pipeline(transaction=op.atomic)
                 for command in commands:
                     pipe.execute_command(*command)
                 replies = await pipe.execute(raise_on_error=False)
-                if attempt == 0 and lost_scripts(replies):
-                    await self._load_scripts()  # then resend: every batch is idempotent
-                    continue
-                error = None if op.errors_as_values else self.core.batch_error(op, replies)
-                if error is not None:
-                    raise error
-                return replies
+                result = batch_replies(self.core, op, replies, first_try=first_try)
+                if result is not None:
+                    return result
+                await self._load_scripts()
         if isinstance(op, WaitReplicas):
             wait = ("WAIT", op.replicas, op.timeout_ms)
             if self.cluster:  # WAIT has no key: send it to the node the write went to

@@ -79,9 +79,19 @@ def batch_commands(op: Batch, scripts: Mapping[str, Any]) -> list[tuple[Any, ...
     ]
 
 
-def lost_scripts(replies: Sequence[Any]) -> bool:
-    """Redis answered NOSCRIPT (restarted, or SCRIPT FLUSH): load them and resend."""
-    return any(isinstance(reply, NoScriptError) for reply in replies)
+def batch_replies(
+    core: SaverCore, op: Batch, replies: list[Any], *, first_try: bool
+) -> list[Any] | None:
+    """What a batch's shell returns: its replies (its first error raised, typed, unless
+    ``errors_as_values``), or None on a first try Redis answered NOSCRIPT (restarted,
+    or SCRIPT FLUSH): then the shell loads the scripts and resends it, which is safe
+    because every batch is idempotent."""
+    if first_try and any(isinstance(reply, NoScriptError) for reply in replies):
+        return None
+    error = None if op.errors_as_values else core.batch_error(op, replies)
+    if error is not None:
+        raise error
+    return replies
 
 
 def _retries(client: Any) -> int:

@@ -333,11 +333,7 @@ class SaverCore:
             errors_as_values=True,
             atomic=bool(self.ttl),
         )
-        in_namespace = replies[-1]
-        if _needs_twins(in_namespace):  # a key of the wrong type: again, with the twins
-            in_namespace = yield Script("put_checkpoint", tk.with_twins(), script.args)
-        elif isinstance(in_namespace, Exception):
-            raise self.script_error(script, in_namespace)
+        in_namespace = yield from self._write_reply(tk, script, replies[-1])
         if in_namespace == -1:  # the value hash has the wrong type: repair, values inline
             inline = [*args, "inline", *(x for blob in blobs for x in blob)]
             in_namespace = yield Script("put_checkpoint", tk.with_twins(), inline)
@@ -379,11 +375,17 @@ class SaverCore:
         if len(args) > 2:
             script = Script("put_writes", tk.for_writes(), args)
             (reply,) = yield Batch([script], errors_as_values=True)
-            if _needs_twins(reply):  # a key of the wrong type: again, with the twins
-                yield Script("put_writes", tk.with_twins(), args)
-            elif isinstance(reply, Exception):
-                raise self.script_error(script, reply)
+            yield from self._write_reply(tk, script, reply)
             yield from self.replicated(tk)
+
+    def _write_reply(self, tk: ThreadKeys, script: Script, reply: Any) -> Plan[Any]:
+        """A write script's reply. One that found a key of the wrong type (LGD_REPAIR) is
+        sent again with the damaged twins to move it to; other errors are raised, typed."""
+        if isinstance(reply, Exception) and str(reply).startswith("LGD_REPAIR"):
+            return (yield Script(script.name, tk.with_twins(), script.args))
+        if isinstance(reply, Exception):
+            raise self.script_error(script, reply)
+        return reply
 
     def replicated(self, tk: ThreadKeys) -> Plan[None]:
         """With ``wait_for_replicas``: the write just made reached that many replicas."""
@@ -1261,11 +1263,6 @@ class SaverCore:
                 entry["seed"] = seeds[ch]
             result[ch] = entry
         return result
-
-
-def _needs_twins(reply: Any) -> bool:
-    """A write script found a key of the wrong type and needs its twin to move it to."""
-    return isinstance(reply, Exception) and str(reply).startswith("LGD_REPAIR")
 
 
 def _hmget(tk: ThreadKeys, fields: Sequence[str]) -> tuple[Any, ...]:
