@@ -18,9 +18,11 @@ from langgraph_durable.errors import (
     RecordDamagedError,
     ToolCallDivergedError,
     ToolOutcomeUnknownError,
+    UnreadableThreadError,
 )
 from langgraph_durable.lease import Lease
 from langgraph_durable.ledger import EscalationAnswer, LedgerEntry, ToolLedger, idempotency_key
+from langgraph_durable.resign import ResignReport
 from langgraph_durable.saver import RedisSaver
 
 __all__ = [
@@ -39,10 +41,12 @@ __all__ = [
     "RecordDamagedError",
     "RecoveryReport",
     "RedisSaver",
+    "ResignReport",
     "SkippedCheckpoint",
     "ToolCallDivergedError",
     "ToolLedger",
     "ToolOutcomeUnknownError",
+    "UnreadableThreadError",
     "VerifyReport",
     "idempotency_key",
 ]

@@ -19,6 +19,7 @@ from langgraph.checkpoint.base import (
 )
 
 from langgraph_durable import lease, scripts
+from langgraph_durable.resign import ResignReport, resign_threads
 from langgraph_durable.base import (
     BaseRedisSaver,
     batch_commands,
@@ -236,6 +237,12 @@ class AsyncRedisSaver(BaseRedisSaver):
         """Check every record of a thread; changes nothing."""
         return await self._drive(self.core.verify(thread_id))
 
+    async def aresign(
+        self, thread_id: str | None = None, *, from_unsigned: bool = False
+    ) -> list[ResignReport]:
+        """See ``RedisSaver.resign``."""
+        return await self._drive(resign_threads(self.core, thread_id, from_unsigned=from_unsigned))
+
     # -- sync twins: the async calls on the saver's loop, from another thread -------------
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         return self._run_sync(self.aget_tuple(config))
@@ -285,6 +292,11 @@ class AsyncRedisSaver(BaseRedisSaver):
 
     def verify(self, thread_id: str) -> VerifyReport:
         return self._run_sync(self.averify(thread_id))
+
+    def resign(
+        self, thread_id: str | None = None, *, from_unsigned: bool = False
+    ) -> list[ResignReport]:
+        return self._run_sync(self.aresign(thread_id, from_unsigned=from_unsigned))
 
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]

@@ -10,7 +10,7 @@ from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.base import BaseCheckpointSaver, _with_msgpack_allowlist
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from redis.exceptions import NoScriptError
 
@@ -19,6 +19,7 @@ from langgraph_durable.core import Batch, RecoveryReport, SaverCore, Script
 from langgraph_durable.envelope import Envelope
 from langgraph_durable.errors import ConfigurationError
 from langgraph_durable.keys import KeySchema
+from langgraph_durable.serde import AllowedTypes, default_serde, warn_if_permissive
 
 DEFAULT_KEY_PREFIX = "lgd"
 logger = logging.getLogger("langgraph_durable")
@@ -113,7 +114,12 @@ class BaseRedisSaver(BaseCheckpointSaver[str]):
         keep_last: keep the N newest checkpoints of each thread and namespace (plus the
             ancestors their DeltaChannels are rebuilt from); older ones are pruned as the
             thread grows. ``None`` keeps everything.
-        serde: LangGraph serializer (default ``JsonPlusSerializer``, no pickle).
+        serde: LangGraph serializer. The default is ``JsonPlusSerializer`` with LangGraph's
+            strict msgpack allowlist and no pickle: stored bytes never name a callable
+            that runs. A record naming a type outside the allowlist reads as damage.
+        allowed_types: more types (classes or ``(module, name)`` pairs) the serializer
+            may construct, beyond LangGraph's safe types and what the compiled graph
+            declares (its state schema's types, through ``with_allowlist``).
         wait_for_replicas: after every checkpoint, pending-write and ledger write, wait
             (Redis ``WAIT``) until this many replicas have it; fewer within
             ``replica_timeout`` seconds raises ``NotReplicatedError`` (the write stays on
@@ -131,9 +137,16 @@ class BaseRedisSaver(BaseCheckpointSaver[str]):
         signing_key: bytes | str | Sequence[bytes | str] | None = None,
         keep_last: int | None = None,
         serde: SerializerProtocol | None = None,
+        allowed_types: AllowedTypes = (),
         wait_for_replicas: int = 0,
         replica_timeout: float = 1.0,
     ) -> None:
+        if serde is None:
+            serde = default_serde(allowed_types)
+        else:
+            warn_if_permissive(serde, signed=signing_key is not None)
+            if allowed_types:
+                serde = _with_msgpack_allowlist(serde, list(allowed_types))
         super().__init__(serde=serde)
         if (
             not isinstance(wait_for_replicas, int)
@@ -158,7 +171,7 @@ class BaseRedisSaver(BaseCheckpointSaver[str]):
         self.core = SaverCore(
             serde=self.serde,
             keys=KeySchema(key_prefix),
-            envelope=Envelope(signing_key),
+            envelope=Envelope(signing_key, key_prefix),
             ttl=ttl,
             keep_last=keep_last,
             wait_for_replicas=wait_for_replicas,

@@ -36,9 +36,11 @@ from langgraph_durable.errors import (
     LeaseLostError,
     NotReplicatedError,
     RecordDamagedError,
+    UnreadableThreadError,
 )
 from langgraph_durable.keys import SEP, KeySchema, ThreadKeys
 from langgraph_durable.lease import held_token
+from langgraph_durable.serde import accepted_types, load
 
 if TYPE_CHECKING:
     from langgraph_durable.lease import Lease
@@ -108,8 +110,15 @@ Plan = Generator[Any, Any, T]
 EMPTY = "empty"  # serde type of a channel that has a version but no value
 LIST_PAGE = 32  # checkpoints fetched per round trip by list()
 PLAN_RETRIES = 5  # guarded deletions re-planned when a writer raced them
-# Damage that may be this reader's configuration, not the record: never quarantined.
-_CONFIG_REASONS = ("bad signature", "unknown format version", "unknown algorithm")
+# Damage that may be this reader's configuration, not the record (its keys, its format
+# version, its serializer or allowlist): skipped and reported, never quarantined.
+_CONFIG_REASONS = (
+    "bad signature",
+    "unknown format version",
+    "unknown algorithm",
+    "refused",
+    "undeserializable",
+)
 
 
 # -- recovery reports ----------------------------------------------------------------
@@ -279,6 +288,19 @@ class SaverCore:
         if not isinstance(decoded, list):
             raise RecordDamagedError("undecodable body")
         return decoded
+
+    def load_value(self, type_: Any, data: Any) -> Any:
+        """A verified record's value; a type the allowlist refuses is damage (serde.py)."""
+        return load(self.serde, type_, data, accepted_types(self.serde))
+
+    def _open_value(self, kind: str, thread_id: str, field_: str, record: bytes | None) -> Any:
+        """Open and deserialize a channel value ("bl": the value, or ``_NO_VALUE``) or a
+        pending write ("wr": (channel, value)); ``RecordDamagedError`` if either fails."""
+        if kind == "wr":
+            channel, type_, data = self._open(kind, thread_id, field_, record)
+            return channel, self.load_value(type_, data)
+        type_, data = self._open(kind, thread_id, field_, record)
+        return _NO_VALUE if type_ == EMPTY else self.load_value(type_, data)
 
     def _blob_record(self, thread_id: str, blob_field: str, value: Any) -> bytes:
         type_, data = self.serde.dumps_typed(value) if value is not _NO_VALUE else (EMPTY, b"")
@@ -465,6 +487,10 @@ class SaverCore:
             parent_id, ckpt_t, ckpt_b, meta_t, meta_b = self._open(
                 "cp", tk.thread_id, member, entry[1]
             )
+            checkpoint = self.load_value(ckpt_t, ckpt_b)
+            metadata = self.load_value(meta_t, meta_b)
+            if not isinstance(checkpoint, dict) or not isinstance(metadata, dict):
+                raise RecordDamagedError("undecodable body")
         except (RecordDamagedError, ValueError) as exc:
             reason = getattr(exc, "reason", "undecodable body")
             return _Damage(member, checkpoint_id, tk.cp, reason, [("cp", member, reason)])
@@ -473,8 +499,8 @@ class SaverCore:
             checkpoint_ns=ns,
             checkpoint_id=checkpoint_id,
             parent_id=parent_id,
-            checkpoint=self.serde.loads_typed((ckpt_t, ckpt_b)),
-            metadata=self.serde.loads_typed((meta_t, meta_b)),
+            checkpoint=checkpoint,
+            metadata=metadata,  # type: ignore[arg-type]
             writes=writes,
         )
 
@@ -503,14 +529,14 @@ class SaverCore:
         for channel, version in versions.items():
             blob_field = self.keys.blob_field(decoded.checkpoint_ns, channel, version)
             try:
-                type_, data = self._open("bl", tk.thread_id, blob_field, blobs.get(blob_field))
+                value = self._open_value("bl", tk.thread_id, blob_field, blobs.get(blob_field))
             except RecordDamagedError as exc:
                 reason = f"{exc.reason} channel value {channel!r}@{version}"
                 quarantine = [] if exc.reason == "missing" else [("bl", blob_field, exc.reason)]
                 quarantine.append(("cp", decoded.member, reason))
                 return _Damage(decoded.member, decoded.checkpoint_id, tk.bl, reason, quarantine)
-            if type_ != EMPTY:
-                values[channel] = self.serde.loads_typed((type_, data))
+            if value is not _NO_VALUE:
+                values[channel] = value
         # A task whose writes are not all intact must run again as a whole: keeping its
         # other writes would mark it done and lose what the damaged one carried.
         opened: list[tuple[str, str, Any]] = []
@@ -524,17 +550,13 @@ class SaverCore:
                 decoded.dropped_writes.append(("wr", raw_member, MALFORMED))
                 continue
             try:
-                channel, type_, data = self._open("wr", tk.thread_id, write_member, record)
+                channel, value = self._open_value("wr", tk.thread_id, write_member, record)
             except (RecordDamagedError, ValueError) as exc:
                 damaged[write_member] = getattr(exc, "reason", "undecodable body")
                 damaged_tasks.setdefault(task_id, damaged[write_member])
                 continue
-            opened.append((write_member, task_id, (channel, type_, data)))
-        pending: list[PendingWrite] = [
-            (task_id, channel, self.serde.loads_typed((type_, data)))
-            for _, task_id, (channel, type_, data) in opened
-            if task_id not in damaged_tasks
-        ]
+            opened.append((task_id, channel, value))
+        pending: list[PendingWrite] = [w for w in opened if w[0] not in damaged_tasks]
         for task_id, reason in damaged_tasks.items():
             self._drop_task_writes(tk, decoded, task_id, reason, damaged, report)
         return CheckpointTuple(
@@ -719,6 +741,12 @@ class SaverCore:
             if not results:
                 if report.skipped:
                     self._report(report, level=logging.ERROR)
+                if any(s.reason.startswith(_CONFIG_REASONS) for s in report.skipped):
+                    raise UnreadableThreadError(
+                        thread_id=thread_id,
+                        checkpoint_ns=ns,
+                        reasons={s.checkpoint_id: s.reason for s in report.skipped},
+                    )
                 return None
             result = results[0]
             if isinstance(result, _Damage):
@@ -1059,7 +1087,7 @@ class SaverCore:
     def _values_verify(self, tk: ThreadKeys, d: _Decoded, values: Mapping[str, Any]) -> bool:
         try:
             for blob_field in self._blob_fields(d):
-                self._open("bl", tk.thread_id, blob_field, values.get(blob_field))
+                self._open_value("bl", tk.thread_id, blob_field, values.get(blob_field))
         except RecordDamagedError:
             return False
         return True
@@ -1083,7 +1111,7 @@ class SaverCore:
         bad_blobs: dict[str, str] = {}
         for blob_field, record in blobs.items():
             try:
-                self._open("bl", tk.thread_id, blob_field, record)
+                self._open_value("bl", tk.thread_id, blob_field, record)
             except RecordDamagedError as exc:
                 bad_blobs[blob_field] = exc.reason
                 report.findings.append(Finding("channel value", tk.bl, blob_field, exc.reason))
@@ -1135,7 +1163,7 @@ class SaverCore:
                 report.findings.append(Finding("index", tk.wix, write_member, MALFORMED))
                 continue
             try:
-                self._open("wr", tk.thread_id, write_member, writes.get(write_member))
+                self._open_value("wr", tk.thread_id, write_member, writes.get(write_member))
             except RecordDamagedError as exc:
                 report.findings.append(
                     Finding("write", tk.wr, write_member, exc.reason, checkpoint_id)
@@ -1221,7 +1249,7 @@ class SaverCore:
                     if _task_of(self.keys, write_member) is None:
                         continue  # a malformed index member is no write at all
                     try:
-                        channel, type_, data = self._open("wr", thread_id, write_member, record)
+                        channel, value = self._open_value("wr", thread_id, write_member, record)
                     except RecordDamagedError as exc:
                         raise CheckpointCorruptedError(
                             thread_id=thread_id,
@@ -1232,16 +1260,14 @@ class SaverCore:
                         ) from exc
                     if channel in remaining:
                         task_id = self.keys.parse_write_member(write_member).task_id
-                        collected[channel].append(
-                            (task_id, channel, self.serde.loads_typed((type_, data)))
-                        )
+                        collected[channel].append((task_id, channel, value))
                 for ch in list(remaining):
                     version = d.checkpoint.get("channel_versions", {}).get(ch)
                     if version is None:
                         continue
                     blob_field = self.keys.blob_field(ns, ch, version)
                     try:
-                        type_, data = self._open("bl", thread_id, blob_field, blobs.get(blob_field))
+                        value = self._open_value("bl", thread_id, blob_field, blobs.get(blob_field))
                     except RecordDamagedError as exc:
                         if exc.reason == "missing":
                             continue
@@ -1252,8 +1278,8 @@ class SaverCore:
                             key=tk.bl,
                             reason=f"{exc.reason} channel value {ch!r}",
                         ) from exc
-                    if type_ != EMPTY:
-                        seeds[ch] = self.serde.loads_typed((type_, data))
+                    if value is not _NO_VALUE:
+                        seeds[ch] = value
                         remaining.discard(ch)
             cursor = page[-1].checkpoint_id
         result: dict[str, DeltaChannelHistory] = {}

@@ -6,9 +6,13 @@ a deserializer::
 
     b"LD" | format version (1 byte) | algorithm (1 byte) | [key id (4 bytes)] | digest | body
 
-The digest covers the record's identity (record kind, thread id, hash field: namespace,
-checkpoint id, channel and version, or task and index) and the body, so a valid record
-copied under another key or into another thread fails verification too.
+The digest covers the record's identity (the saver's key prefix, record kind, thread id,
+hash field: namespace, checkpoint id, channel and version, or task and index) and the
+body, so a valid record copied under another key, into another thread or under another
+key prefix fails verification too.
+
+Format versions: 2 (written now) binds the key prefix; 1 (written by 0.1) does not and
+is still read, so existing data stays readable; ``resign`` rewrites it as version 2.
 
 Algorithms:
   * ``XXH3_128`` (1): a fast non-cryptographic checksum against torn writes, bit rot,
@@ -30,7 +34,8 @@ import xxhash
 from langgraph_durable.errors import RecordDamagedError
 
 MAGIC = b"LD"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+_PREFIX_UNBOUND_VERSION = 1  # read only: its digest leaves out the key prefix
 XXH3_128 = 1
 HMAC_SHA256 = 2
 _DIGEST_SIZE = {XXH3_128: 16, HMAC_SHA256: 32}
@@ -47,9 +52,13 @@ def _framed(identity: bytes) -> bytes:
 
 
 class Envelope:
-    """Seals and opens records. Stateless apart from the signing keys."""
+    """Seals and opens records of one key prefix. Stateless apart from the signing keys."""
 
-    def __init__(self, signing_key: bytes | str | Sequence[bytes | str] | None = None) -> None:
+    def __init__(
+        self,
+        signing_key: bytes | str | Sequence[bytes | str] | None = None,
+        key_prefix: str = "",
+    ) -> None:
         keys: list[bytes]
         if signing_key is None:
             keys = []
@@ -62,20 +71,36 @@ class Envelope:
                 raise ValueError("a signing_key must be at least 16 bytes long")
         self._keys = {_key_id(k): k for k in keys}
         self._signing = (_key_id(keys[0]), keys[0]) if keys else None
+        self.key_prefix = key_prefix
+        self._prefix = _framed(key_prefix.encode())
 
     @property
     def signed(self) -> bool:
         return self._signing is not None
 
-    def seal(self, identity: bytes, body: bytes) -> bytes:
+    def _bound(self, version: int, identity: bytes) -> bytes:
+        framed = _framed(identity)
+        return framed if version == _PREFIX_UNBOUND_VERSION else self._prefix + framed
+
+    def seal(self, identity: bytes, body: bytes | memoryview) -> bytes:
+        bound = self._bound(FORMAT_VERSION, identity)
         if self._signing is None:
-            digest = xxhash.xxh3_128(_framed(identity))
+            digest = xxhash.xxh3_128(bound)
             digest.update(body)
             return b"".join((MAGIC, bytes((FORMAT_VERSION, XXH3_128)), digest.digest(), body))
         key_id, key = self._signing
-        mac = hmac.new(key, _framed(identity), hashlib.sha256)
+        mac = hmac.new(key, bound, hashlib.sha256)
         mac.update(body)
         return b"".join((MAGIC, bytes((FORMAT_VERSION, HMAC_SHA256)), key_id, mac.digest(), body))
+
+    def is_current(self, record: bytes) -> bool:
+        """Whether ``record`` is sealed as ``seal`` would seal it now (format version,
+        algorithm and signing key); says nothing about whether it verifies."""
+        if len(record) < 8 or record[:2] != MAGIC or record[2] != FORMAT_VERSION:
+            return False
+        if self._signing is None:
+            return record[3] == XXH3_128
+        return record[3] == HMAC_SHA256 and record[4 : 4 + _KEY_ID_SIZE] == self._signing[0]
 
     def open(self, identity: bytes, record: bytes | None) -> bytes | memoryview:
         """Return the body of a record that verifies (a view into ``record``), or raise
@@ -86,8 +111,9 @@ class Envelope:
             raise RecordDamagedError("truncated")
         if record[:2] != MAGIC:
             raise RecordDamagedError("not a langgraph-durable record")
-        if record[2] != FORMAT_VERSION:
-            raise RecordDamagedError(f"unknown format version {record[2]}")
+        version = record[2]
+        if version not in (FORMAT_VERSION, _PREFIX_UNBOUND_VERSION):
+            raise RecordDamagedError(f"unknown format version {version}")
         algorithm = record[3]
         if algorithm not in _DIGEST_SIZE:
             raise RecordDamagedError(f"unknown algorithm {algorithm}")
@@ -98,7 +124,7 @@ class Envelope:
             if len(record) < start:
                 raise RecordDamagedError("truncated")
             body = memoryview(record)[start:]  # no copy of what may be a large value
-            digest = xxhash.xxh3_128(_framed(identity))
+            digest = xxhash.xxh3_128(self._bound(version, identity))
             digest.update(body)
             if not hmac.compare_digest(digest.digest(), record[4:start]):
                 raise RecordDamagedError("checksum mismatch")
@@ -114,7 +140,7 @@ class Envelope:
                 else "bad signature: signed with an unknown key"
             )
         body = memoryview(record)[start:]
-        mac = hmac.new(key, _framed(identity), hashlib.sha256)
+        mac = hmac.new(key, self._bound(version, identity), hashlib.sha256)
         mac.update(body)
         if not hmac.compare_digest(mac.digest(), record[4 + _KEY_ID_SIZE : start]):
             raise RecordDamagedError("bad signature")

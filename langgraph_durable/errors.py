@@ -167,3 +167,39 @@ class NotReplicatedError(DurableError):
         self.wanted = wanted
         self.acknowledged = acknowledged
         self.timeout_ms = timeout_ms
+
+
+class UnreadableThreadError(DurableError):
+    """No checkpoint of a thread can be read with this saver's configuration.
+
+    Every checkpoint was skipped, and at least one for a reason that is likely the
+    reader's configuration rather than damage: records not signed, or signed with a key
+    the saver does not have; a type the serializer's allowlist refuses; a serializer or
+    encryption key that cannot read them. Starting the thread over would silently
+    discard its history, so the read raises instead. ``reasons`` maps checkpoint ids to
+    why each was skipped.
+    """
+
+    def __init__(self, *, thread_id: str, checkpoint_ns: str, reasons: dict[str, str]) -> None:
+        text = " ".join(reasons.values())
+        if "not signed" in text:
+            fix = (
+                "they were written without signing_key: sign them once with "
+                "saver.resign(from_unsigned=True) or `langgraph-durable resign --all "
+                "--from-unsigned`"
+            )
+        elif "bad signature" in text:
+            fix = "add the key they were signed with to signing_key (a list, newest first)"
+        elif "refused type" in text:
+            fix = "allow the type with allowed_types= (or through the compiled graph's state)"
+        else:
+            fix = "read them with the serializer (and encryption key) that wrote them"
+        newest = next(iter(reasons.items()), ("?", "?"))
+        super().__init__(
+            f"none of the {len(reasons)} checkpoints of thread {thread_id!r} (namespace "
+            f"{checkpoint_ns!r}) can be read with this saver's configuration (newest, "
+            f"{newest[0]}: {newest[1]}); {fix}"
+        )
+        self.thread_id = thread_id
+        self.checkpoint_ns = checkpoint_ns
+        self.reasons = reasons

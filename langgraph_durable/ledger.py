@@ -270,7 +270,6 @@ class ToolLedger:
             body = msgpack.unpackb(raw, raw=False)
             if not isinstance(body, dict) or body.get("v") != _FORMAT:
                 raise RecordDamagedError("undecodable body")
-            serde = self.saver.core.serde
             result = body["result"]
             return replace(
                 base,
@@ -282,7 +281,7 @@ class ToolLedger:
                 escalation=body["escalation"],
                 escalations=tuple(body["escalations"]),
                 resolution=body["resolution"],
-                result=serde.loads_typed(tuple(result)) if result is not None else None,
+                result=self.saver.core.load_value(*result) if result is not None else None,
                 error=body["error"],
                 started_at=body["started"],
                 finished_at=body["finished"],

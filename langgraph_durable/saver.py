@@ -19,6 +19,7 @@ from langgraph.checkpoint.base import (
 )
 
 from langgraph_durable import scripts
+from langgraph_durable.resign import ResignReport, resign_threads
 from langgraph_durable.base import (
     BaseRedisSaver,
     batch_commands,
@@ -192,6 +193,29 @@ class RedisSaver(BaseRedisSaver):
         """Check every record of a thread; changes nothing."""
         return self._drive(self.core.verify(thread_id))
 
+    def resign(
+        self, thread_id: str | None = None, *, from_unsigned: bool = False
+    ) -> list[ResignReport]:
+        """Re-sign records in place under the newest ``signing_key`` and format.
+
+        Completes a key rotation: with ``signing_key=[new, old]``, every record of the
+        thread (every thread of this key prefix when ``thread_id`` is None) that verifies
+        under ``new`` or ``old`` is rewritten signed by ``new``; afterwards ``old`` can be
+        dropped. Records written by langgraph-durable 0.1 are rewritten in the current
+        format, which binds the key prefix.
+
+        Args:
+            thread_id: one thread, or None for every thread.
+            from_unsigned: also sign records that carry only a checksum (written before
+                ``signing_key`` was set). Only do this while you trust what Redis holds:
+                a checksum proves no author.
+
+        Returns:
+            One ``ResignReport`` per thread: records re-signed, already current, and
+            skipped (they do not verify; left exactly as they were).
+        """
+        return self._drive(resign_threads(self.core, thread_id, from_unsigned=from_unsigned))
+
     # -- async twins: the sync calls in a worker thread ------------------------------------
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         return await asyncio.to_thread(self.get_tuple, config)
@@ -242,6 +266,12 @@ class RedisSaver(BaseRedisSaver):
 
     async def averify(self, thread_id: str) -> VerifyReport:
         return await asyncio.to_thread(self.verify, thread_id)
+
+    async def aresign(
+        self, thread_id: str | None = None, *, from_unsigned: bool = False
+    ) -> list[ResignReport]:
+        """``resign`` in a worker thread."""
+        return await asyncio.to_thread(self.resign, thread_id, from_unsigned=from_unsigned)
 
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]

@@ -21,6 +21,7 @@ SCRIPT_NAMES = (
     "ledger_write",
     "ledger_delete",
     "lease",
+    "reseal",
 )
 
 

@@ -13,7 +13,12 @@ import redis
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from langgraph_durable import CheckpointCorruptedError, RecordDamagedError, RedisSaver
+from langgraph_durable import (
+    CheckpointCorruptedError,
+    RecordDamagedError,
+    RedisSaver,
+    UnreadableThreadError,
+)
 from langgraph_durable.envelope import Envelope
 from langgraph_durable.keys import KeySchema
 from tests import graphs
@@ -225,10 +230,12 @@ def test_signed_saver_rejects_records_written_without_the_key(
         RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix, signing_key=KEY) as signed,
     ):
         build_template(plain, "forged")
-        assert signed.get_tuple(cfg("forged")) is None
+        with pytest.raises(UnreadableThreadError, match="written without signing_key"):
+            signed.get_tuple(cfg("forged"))
         build_template(signed, "genuine")
         assert signed.get_tuple(cfg("genuine")) is not None
-        assert plain.get_tuple(cfg("genuine")) is None  # cannot verify: rejected, not trusted
+        with pytest.raises(UnreadableThreadError):  # cannot verify: rejected, not trusted
+            plain.get_tuple(cfg("genuine"))
         # Signature failures may be a reader's configuration: they are never quarantined.
         assert signed.get_tuple(cfg("genuine")) is not None
 

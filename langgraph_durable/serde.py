@@ -1,0 +1,117 @@
+"""What stored bytes may turn into: the one place the saver deserializes a value.
+
+Rules this module keeps:
+  * Nothing a stored record says is executed. The default serializer is LangGraph's
+    ``JsonPlusSerializer`` with its *strict* msgpack allowlist (LangGraph's safe types,
+    plus what the compiled graph declares through ``with_allowlist``, plus the saver's
+    ``allowed_types``), whatever ``LANGGRAPH_STRICT_MSGPACK`` says, and no pickle.
+  * A record that names a type the allowlist refuses is damage: ``load`` raises
+    ``RecordDamagedError``. LangGraph's strict mode would hand back the raw arguments in
+    the object's place; a read here falls back to an older checkpoint instead.
+  * Any other failure to deserialize a record that verified (another serializer's data,
+    an ``EncryptedSerializer`` with the wrong key) is damage as well, never an exception
+    out of a read.
+It does not know about Redis, keys or envelopes: callers open the envelope first.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable
+from typing import Any
+
+from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.checkpoint.serde.event_hooks import SerdeEvent, register_serde_event_listener
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+from langgraph_durable.errors import RecordDamagedError
+
+logger = logging.getLogger("langgraph_durable")
+
+AllowedTypes = Iterable[tuple[str, ...] | type]
+
+# What JsonPlusSerializer.dumps_typed produces without pickle: a stored type name outside
+# these was not written by this saver's serializer ("json" revives LangChain objects by
+# name, "pickle" runs code), so it is refused before the serializer sees it.
+_JSONPLUS_TYPES = frozenset({"null", "bytes", "bytearray", "msgpack"})
+_REFUSALS = ("msgpack_blocked", "msgpack_method_blocked")
+
+_loading = threading.local()  # refusals LangGraph reports during this thread's load()
+
+
+def _on_serde_event(event: SerdeEvent) -> None:
+    refused = getattr(_loading, "refused", None)
+    if refused is not None and event.get("kind") in _REFUSALS:
+        name = ".".join(filter(None, (event.get("module"), event.get("name"), event.get("method"))))
+        refused.append(name)
+
+
+register_serde_event_listener(_on_serde_event)
+
+
+def _graphs_declare_their_types() -> None:
+    """LangGraph computes a compiled graph's allowlist (the types of its state, input,
+    output and context schemas) and hands it to the checkpointer through
+    ``with_allowlist`` only when LANGGRAPH_STRICT_MSGPACK is on. This saver is strict
+    either way, so it has LangGraph always do that; a serializer that allows every type
+    ignores the allowlist, so other savers are unaffected."""
+    try:
+        from langgraph._internal import _serde as graph_allowlists
+    except ImportError:  # pragma: no cover - a LangGraph without graph allowlists
+        logger.warning(
+            "langgraph-durable: this LangGraph does not declare graph types to "
+            "checkpointers: pass your state's types with allowed_types="
+        )
+        return
+    graph_allowlists.STRICT_MSGPACK_ENABLED = True
+
+
+_graphs_declare_their_types()
+
+
+def default_serde(allowed_types: AllowedTypes = ()) -> JsonPlusSerializer:
+    """LangGraph's serializer, strict: its safe types plus ``allowed_types`` only."""
+    serde = JsonPlusSerializer(allowed_msgpack_modules=None, allowed_json_modules=None)
+    allowed = tuple(allowed_types)
+    return serde.with_msgpack_allowlist(allowed) if allowed else serde
+
+
+def warn_if_permissive(serde: SerializerProtocol, *, signed: bool) -> None:
+    """A user-supplied serializer that constructs any type a record names is the user's
+    choice; say once what it means when nothing authenticates the records."""
+    inner = getattr(serde, "serde", serde)  # EncryptedSerializer wraps one
+    if signed or inner is not serde or not isinstance(inner, JsonPlusSerializer):
+        return
+    if inner._allowed_msgpack_modules is True or inner.pickle_fallback:
+        logger.warning(
+            "langgraph-durable: this serializer constructs any type a stored record names "
+            "(allowed_msgpack_modules=True or pickle_fallback): anyone who can write to your "
+            "Redis can make readers run code. Use the default serializer (add your types "
+            "with allowed_types=) or set signing_key."
+        )
+
+
+def accepted_types(serde: SerializerProtocol) -> frozenset[str] | None:
+    """The stored type names ``serde`` may be handed, or None for any (not ours to say)."""
+    if isinstance(serde, JsonPlusSerializer) and not serde.pickle_fallback:
+        return _JSONPLUS_TYPES
+    return None
+
+
+def load(serde: SerializerProtocol, type_: Any, data: Any, accepted: frozenset[str] | None) -> Any:
+    """Deserialize a verified record's value, or raise ``RecordDamagedError``."""
+    if not isinstance(type_, str) or (accepted is not None and type_ not in accepted):
+        raise RecordDamagedError(f"refused serialization type {str(type_)[:40]!r}")
+    if isinstance(data, memoryview):
+        data = bytes(data)
+    _loading.refused = refused = []
+    try:
+        value = serde.loads_typed((type_, data))
+    except Exception as exc:  # whatever the serializer raises, the record is unusable
+        raise RecordDamagedError(f"undeserializable ({type(exc).__name__})") from exc
+    finally:
+        _loading.refused = None
+    if refused:
+        raise RecordDamagedError(f"refused type {refused[0]} (not in the msgpack allowlist)")
+    return value
