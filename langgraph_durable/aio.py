@@ -21,11 +21,13 @@ from langgraph.checkpoint.base import (
 from langgraph_durable import lease, scripts
 from langgraph_durable.resign import ResignReport, resign_threads
 from langgraph_durable.base import (
+    NOSCRIPT,
     BaseRedisSaver,
     batch_commands,
     batch_replies,
     check_client,
     client_retry,
+    script_reply,
 )
 from langgraph_durable.core import (
     Batch,
@@ -54,7 +56,7 @@ class AsyncRedisSaver(BaseRedisSaver):
         super().__init__(**options)
         self.client = client
         self.cluster = isinstance(client, redis.asyncio.cluster.RedisCluster)
-        self._scripts = scripts.register_all(client)
+        self._scripts = scripts.ScriptSet()  # until asetup() knows the server
         try:
             self.loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
@@ -90,11 +92,16 @@ class AsyncRedisSaver(BaseRedisSaver):
     async def asetup(self) -> None:
         """Load the Lua scripts (idempotent). Storage needs no other set-up."""
         self.loop = asyncio.get_running_loop()
+        try:
+            version = scripts.server_version(await self.client.info("server"))
+        except redis.exceptions.ResponseError:  # INFO not allowed (ACL): assume Redis 6.2
+            version = None
+        self._scripts = scripts.ScriptSet.for_server(version, cluster=self.cluster)
         await self._load_scripts()
 
     async def _load_scripts(self) -> None:
-        for script in self._scripts.values():
-            await self.client.script_load(script.script)  # type: ignore[attr-defined]
+        for source in self._scripts.sources():
+            await self.client.script_load(source)  # type: ignore[attr-defined]
 
     def setup(self) -> None:
         self._run_sync(self.asetup())
@@ -102,10 +109,16 @@ class AsyncRedisSaver(BaseRedisSaver):
     # -- driving plans ------------------------------------------------------------------
     async def _execute(self, op: Any) -> Any:
         if isinstance(op, Script):
-            try:
-                return await self._scripts[op.name](keys=op.keys, args=op.args)  # type: ignore[operator]
-            except redis.exceptions.ResponseError as exc:
-                raise self.core.script_error(op, exc) from exc
+            command = self._scripts.command(op.name, op.keys, op.args)
+            for first_try in (True, False):
+                try:
+                    reply: Any = await self.client.execute_command(*command)
+                except redis.exceptions.ResponseError as exc:
+                    reply = exc
+                reply = script_reply(self.core, op, reply, first_try=first_try)
+                if reply is not NOSCRIPT:
+                    return reply
+                await self._load_scripts()
         if isinstance(op, Command):
             return await self.client.execute_command(*op.args)
         if isinstance(op, Batch):

@@ -19,6 +19,7 @@ from langgraph_durable.core import Batch, RecoveryReport, SaverCore, Script
 from langgraph_durable.envelope import Envelope
 from langgraph_durable.errors import ConfigurationError
 from langgraph_durable.keys import KeySchema
+from langgraph_durable.scripts import ScriptSet
 from langgraph_durable.serde import AllowedTypes, default_serde, warn_if_permissive
 
 DEFAULT_KEY_PREFIX = "lgd"
@@ -70,14 +71,25 @@ def client_retry(*, asyncio: bool) -> Any:
     return Retry(ExponentialWithJitterBackoff(base=0.01, cap=1.0), retries=10)
 
 
-def batch_commands(op: Batch, scripts: Mapping[str, Any]) -> list[tuple[Any, ...]]:
-    """A batch's commands as sent: its scripts as EVALSHA of the registered script."""
+def batch_commands(op: Batch, scripts: ScriptSet) -> list[tuple[Any, ...]]:
+    """A batch's commands as sent: its scripts as EVALSHA(_RO) of the loaded script."""
     return [
-        ("EVALSHA", scripts[c.name].sha, len(c.keys), *c.keys, *c.args)
-        if isinstance(c, Script)
-        else c
+        scripts.command(c.name, c.keys, c.args) if isinstance(c, Script) else c
         for c in op.commands
     ]
+
+
+def script_reply(core: SaverCore, op: Script, reply: Any, *, first_try: bool) -> Any:
+    """What a script call returns: its reply, or its error typed (``script_error``), or
+    ``NOSCRIPT`` on a first try (then the shell loads the scripts and resends)."""
+    if isinstance(reply, NoScriptError) and first_try:
+        return NOSCRIPT
+    if isinstance(reply, Exception):
+        raise core.script_error(op, reply)
+    return reply
+
+
+NOSCRIPT = object()  # a script call Redis did not know: load the scripts, send it again
 
 
 def batch_replies(

@@ -355,6 +355,9 @@ class SaverCore:
             errors_as_values=True,
             atomic=bool(self.ttl),
         )
+        for reply in replies[:-1]:  # a value refused (out of memory...): say why, typed
+            if isinstance(reply, Exception) and "WRONGTYPE" not in str(reply):
+                raise reply
         in_namespace = yield from self._write_reply(tk, script, replies[-1])
         if in_namespace == -1:  # the value hash has the wrong type: repair, values inline
             inline = [*args, "inline", *(x for blob in blobs for x in blob)]
@@ -623,6 +626,22 @@ class SaverCore:
         )
         if fields:
             blobs.update((yield from self._read_values(tk, fields)))
+        missing = {f for f, v in blobs.items() if v is None}
+        lacking = [
+            d
+            for d in selected
+            if isinstance(d, _Decoded) and missing.intersection(self._blob_fields(d))
+        ]
+        if lacking:  # damage, or deleted between the two reads? (recheck_values.lua)
+            wanted_fields = sorted(missing)
+            stored, values = yield Script(
+                "recheck_values",
+                tk.all(),
+                [len(lacking), *(d.member for d in lacking), *wanted_fields],
+            )
+            vanished = {d.member for d, still in zip(lacking, stored) if not int(still)}
+            selected = [d for d in selected if not (isinstance(d, _Decoded) and d.member in vanished)]
+            blobs.update((f, v) for f, v in zip(wanted_fields, values) if v)
         results = [
             d if isinstance(d, _Damage) else self._complete(tk, d, blobs, report) for d in selected
         ]
@@ -635,14 +654,15 @@ class SaverCore:
     def _read_entries(
         self, tk: ThreadKeys, args: list[Any], guess: Sequence[str] = ()
     ) -> Plan[tuple[list[Any], dict[str, bytes | None]]]:
-        """The read script's entries, and the values of ``guess`` read along with them
-        (in one MULTI, so both see the same moment)."""
+        """The read script's entries, and the values of ``guess`` read in the same round
+        trip. Not in MULTI, which Redis refuses when out of memory: a value deleted
+        between the two is told from damage by ``_read``."""
         script = Script("read_checkpoints", tk.all(), args)
         if not guess:
             wrongtype, *entries = yield script
             self._log_wrongtype(tk, wrongtype)
             return entries, {}
-        op = Batch([script, _hmget(tk, guess)], errors_as_values=True, atomic=True)
+        op = Batch([script, _hmget(tk, guess)], errors_as_values=True)
         reply, values = yield op
         if isinstance(reply, Exception):
             raise self.script_error(script, reply)
@@ -686,7 +706,15 @@ class SaverCore:
                 continue  # gone already (its quarantine entry says why) / maybe not damage
             args += [kind, field_, self.keys.quarantine_field(kind, _label(field_)), reason]
         if args:
-            yield Script("quarantine", tk.with_twins(), args)
+            # Best effort: a read must not fail because Redis refuses writes (out of
+            # memory, a read-only replica or ACL user); the damage is skipped either way.
+            (reply,) = yield Batch([Script("quarantine", tk.with_twins(), args)], errors_as_values=True)
+            if isinstance(reply, Exception):
+                logger.warning(
+                    "langgraph-durable: could not quarantine damaged records of thread %r: %s",
+                    tk.thread_id,
+                    reply,
+                )
 
     def _log_damage(self, tk: ThreadKeys, damage: _Damage, *, level: int) -> None:
         logger.log(
@@ -735,9 +763,11 @@ class SaverCore:
                 if before is None
                 else ()
             )
-            results, _ = yield from self._read(
+            results, fetched = yield from self._read(
                 tk, ["range", upper, lower, 1], report=report, guess=guess
             )
+            if not results and fetched:
+                continue  # deleted while read (retention, delete_thread): read again
             if not results:
                 if report.skipped:
                     self._report(report, level=logging.ERROR)

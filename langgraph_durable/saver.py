@@ -21,11 +21,13 @@ from langgraph.checkpoint.base import (
 from langgraph_durable import scripts
 from langgraph_durable.resign import ResignReport, resign_threads
 from langgraph_durable.base import (
+    NOSCRIPT,
     BaseRedisSaver,
     batch_commands,
     batch_replies,
     check_client,
     client_retry,
+    script_reply,
 )
 from langgraph_durable.core import (
     Batch,
@@ -55,7 +57,7 @@ class RedisSaver(BaseRedisSaver):
         super().__init__(**options)
         self.client = client
         self.cluster = isinstance(client, redis.cluster.RedisCluster)
-        self._scripts = scripts.register_all(client)
+        self._scripts = scripts.ScriptSet()  # until setup() knows the server
 
     @classmethod
     @contextmanager
@@ -78,16 +80,30 @@ class RedisSaver(BaseRedisSaver):
 
     def setup(self) -> None:
         """Load the Lua scripts (idempotent). Storage needs no other set-up."""
-        for script in self._scripts.values():
-            self.client.script_load(script.script)  # type: ignore[attr-defined]
+        try:
+            version = scripts.server_version(self.client.info("server"))
+        except redis.exceptions.ResponseError:  # INFO not allowed (ACL): assume Redis 6.2
+            version = None
+        self._scripts = scripts.ScriptSet.for_server(version, cluster=self.cluster)
+        self._load_scripts()
+
+    def _load_scripts(self) -> None:
+        for source in self._scripts.sources():
+            self.client.script_load(source)  # type: ignore[attr-defined]
 
     # -- driving plans ------------------------------------------------------------------
     def _execute(self, op: Any) -> Any:
         if isinstance(op, Script):
-            try:
-                return self._scripts[op.name](keys=op.keys, args=op.args)  # type: ignore[operator]
-            except redis.ResponseError as exc:
-                raise self.core.script_error(op, exc) from exc
+            command = self._scripts.command(op.name, op.keys, op.args)
+            for first_try in (True, False):
+                try:
+                    reply: Any = self.client.execute_command(*command)
+                except redis.ResponseError as exc:
+                    reply = exc
+                reply = script_reply(self.core, op, reply, first_try=first_try)
+                if reply is not NOSCRIPT:
+                    return reply
+                self._load_scripts()
         if isinstance(op, Command):
             return self.client.execute_command(*op.args)
         if isinstance(op, Batch):
@@ -100,7 +116,7 @@ class RedisSaver(BaseRedisSaver):
                 result = batch_replies(self.core, op, replies, first_try=first_try)
                 if result is not None:
                     return result
-                self.setup()
+                self._load_scripts()
         if isinstance(op, WaitReplicas):
             wait = ("WAIT", op.replicas, op.timeout_ms)
             if self.cluster:  # WAIT has no key: send it to the node the write went to
