@@ -137,6 +137,11 @@ class BaseRedisSaver(BaseCheckpointSaver[str]):
             ``replica_timeout`` seconds raises ``NotReplicatedError`` (the write stays on
             the primary). 0, the default, does not wait.
         replica_timeout: seconds to wait for the replicas.
+        repair_on_read: True (the default): a read that skips a damaged record also
+            moves it to the thread's quarantine hash, so later reads do not meet it
+            again. False: reads skip damage the same way but never write, as for
+            inspection (the ``langgraph-durable`` command line opens its saver so);
+            ``verify`` still reports the damage.
     """
 
     core: SaverCore
@@ -152,6 +157,7 @@ class BaseRedisSaver(BaseCheckpointSaver[str]):
         allowed_types: AllowedTypes = (),
         wait_for_replicas: int = 0,
         replica_timeout: float = 1.0,
+        repair_on_read: bool = True,
     ) -> None:
         if serde is None:
             serde = default_serde(allowed_types)
@@ -172,6 +178,10 @@ class BaseRedisSaver(BaseCheckpointSaver[str]):
             raise ConfigurationError(
                 f"replica_timeout must be a number of seconds > 0, got {replica_timeout!r}"
             )
+        if not isinstance(repair_on_read, bool):
+            raise ConfigurationError(
+                f"repair_on_read must be True or False, got {repair_on_read!r}"
+            )
         for name, value in (("ttl", ttl), ("keep_last", keep_last)):
             if value is not None and (
                 not isinstance(value, int) or isinstance(value, bool) or value <= 0
@@ -188,6 +198,7 @@ class BaseRedisSaver(BaseCheckpointSaver[str]):
             keep_last=keep_last,
             wait_for_replicas=wait_for_replicas,
             replica_timeout_ms=max(1, round(replica_timeout * 1000)),
+            repair_on_read=repair_on_read,
         )
 
     @property

@@ -160,7 +160,8 @@ class Finding:
 
 @dataclass
 class VerifyReport:
-    """What ``saver.verify(thread_id)`` found: intact checkpoints and every finding."""
+    """What ``saver.verify(thread_id)`` found: intact checkpoints, every finding, and how
+    many records earlier reads or repairs moved to the thread's quarantine."""
 
     thread_id: str
     intact_checkpoints: list[str] = field(default_factory=list)
@@ -171,7 +172,9 @@ class VerifyReport:
 
     @property
     def ok(self) -> bool:
-        return not self.findings
+        """Nothing damaged now, and nothing ever quarantined: quarantined records were
+        damage too, and what they held is gone from the thread."""
+        return not self.findings and not self.quarantined
 
 
 # -- decoded records -----------------------------------------------------------------
@@ -258,8 +261,11 @@ class SaverCore:
         keep_last: int | None = None,
         wait_for_replicas: int = 0,
         replica_timeout_ms: int = 1000,
+        repair_on_read: bool = True,
     ) -> None:
         self.serde = serde
+        # False: reads skip damage without moving it to quarantine (inspection writes nothing).
+        self.repair_on_read = repair_on_read
         self.wait_for_replicas = wait_for_replicas
         self.replica_timeout_ms = replica_timeout_ms
         self.keep_last = keep_last
@@ -647,7 +653,7 @@ class SaverCore:
         ]
         damaged = [r for r in results if isinstance(r, _Damage)]
         dropped = [w for d in selected if isinstance(d, _Decoded) for w in d.dropped_writes]
-        if damaged or dropped:
+        if (damaged or dropped) and self.repair_on_read:
             yield from self._quarantine(tk, damaged, dropped)
         return results, [d.checkpoint_id for d in decoded]
 
@@ -1177,11 +1183,10 @@ class SaverCore:
                 for f in self._blob_fields(entry)
                 if f in bad_blobs or f not in blobs
             ]
-            for problem in problems:
-                if problem.startswith("missing"):
-                    report.findings.append(
-                        Finding("channel value", tk.bl, member, problem, checkpoint_id)
-                    )
+            for problem in problems:  # the checkpoint's own finding: repair moves it too
+                report.findings.append(
+                    Finding("channel value", tk.bl, member, problem, checkpoint_id)
+                )
             (report.damaged_checkpoints if problems else report.intact_checkpoints).append(
                 checkpoint_id
             )

@@ -1,0 +1,82 @@
+"""Explicit repair: move what ``verify`` finds damaged to the thread's quarantine hash.
+
+Owns the choice of what a repair moves, so that reads can be opened without ever
+writing (``repair_on_read=False``, as the command line does) and damage is moved only
+when asked (``langgraph-durable verify --repair``). A plan, like those of ``core``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from langgraph_durable.core import _CONFIG_REASONS, Batch, Plan, SaverCore, Script
+
+
+@dataclass
+class RepairReport:
+    """What a repair of one thread moved to quarantine, and the findings it left alone."""
+
+    thread_id: str
+    moved: list[tuple[str, str, str]] = field(default_factory=list)  # (kind, field, reason)
+    left: list[tuple[str, str, str]] = field(default_factory=list)  # (kind, field, why)
+
+
+def repair(core: SaverCore, thread_id: str) -> Plan[RepairReport]:
+    """Verify the thread, then quarantine every damaged record it found, as a read with
+    ``repair_on_read`` would: a checkpoint with a damaged or missing record or channel
+    value, the damaged value itself, every pending write of a task with a damaged write
+    (the task then runs again as a whole), and index members with no record or that the
+    saver cannot have written. Left alone: failures that may be this reader's
+    configuration (a bad signature: a missing or wrong ``signing_key``), and intact
+    records missing from the index."""
+    tk = core.keys.thread(str(thread_id))
+    found = yield from core.verify(thread_id)
+    result = RepairReport(tk.thread_id)
+    if not found.findings:
+        return result
+    write_index, write_fields = yield Batch([("ZRANGE", tk.wix, 0, -1), ("HKEYS", tk.wr)])
+    writes = {_text(m) for m in write_index} | {_text(f) for f in write_fields}
+    moves: dict[tuple[str, str], str] = {}  # (kind, field) -> reason
+    for finding in found.findings:
+        if finding.reason.startswith(_CONFIG_REASONS):
+            why = f"may be this reader's configuration: {finding.reason}"
+            result.left.append((finding.kind, finding.field, why))
+        elif finding.kind == "index" and finding.reason == "record not in the index":
+            result.left.append((finding.kind, finding.field, "intact record outside the index"))
+        elif finding.kind == "write" or (finding.kind == "index" and finding.key == tk.wix):
+            moves.setdefault(("wr", finding.field), finding.reason)
+            for sibling in _siblings(core, finding.field, writes):
+                moves.setdefault(("wr", sibling), f"sibling of a damaged write: {finding.reason}")
+        elif finding.kind == "channel value" and finding.checkpoint_id is None:
+            moves.setdefault(("bl", finding.field), finding.reason)
+        else:  # a checkpoint: its record, one of its values, or its index member
+            moves.setdefault(("cp", finding.field), finding.reason)
+    args: list[str] = []
+    for (kind, field_), reason in sorted(moves.items()):
+        args += [kind, field_, core.keys.quarantine_field(kind, field_), reason]
+        result.moved.append((kind, field_, reason))
+    if args:
+        yield Script("quarantine", tk.with_twins(), args)
+    return result
+
+
+def _siblings(core: SaverCore, write_member: str, writes: set[str]) -> list[str]:
+    """The other writes of the same task of the same checkpoint."""
+    try:
+        own = core.keys.parse_write_member(write_member)
+    except ValueError:  # MALFORMED: no task to go with it
+        return []
+    siblings = []
+    for other in writes:
+        try:
+            parsed = core.keys.parse_write_member(other)
+        except ValueError:
+            continue
+        same = (parsed.checkpoint_ns, parsed.checkpoint_id, parsed.task_id)
+        if other != write_member and same == (own.checkpoint_ns, own.checkpoint_id, own.task_id):
+            siblings.append(other)
+    return siblings
+
+
+def _text(value: str | bytes) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
