@@ -10,6 +10,10 @@ come back from the ledger, the e-mail whose outcome is unknown is escalated to a
 side effect happened exactly once.
 
     langgraph-durable demo [--damage] [--json]     (or python -m langgraph_durable.demo)
+
+The workers get the Redis URL (and any signing keys) through their environment, never on
+their command line, where every user of the machine could read a password; what the demo
+prints shows the URL with its password masked.
 """
 
 from __future__ import annotations
@@ -36,7 +40,12 @@ from langgraph.types import Command
 from typing_extensions import TypedDict
 
 from langgraph_durable.ledger import ToolLedger, idempotency_key
+from langgraph_durable.redact import redact_url
 from langgraph_durable.saver import RedisSaver
+
+# How run_demo hands its workers what must stay off their command lines.
+URL_ENV = "REDIS_URL"
+KEYS_ENV = "LGD_DEMO_SIGNING_KEYS"  # hex, comma-separated, newest first
 
 # What the scripted model asks for, round by round (each round's calls run in parallel).
 SCRIPT: list[list[dict[str, Any]]] = [
@@ -158,12 +167,19 @@ def operator_answer(value: dict[str, Any], world: World) -> dict[str, Any]:
     return {"action": "retry"}
 
 
-def worker(url: str, prefix: str, thread_id: str, directory: Path, delay: float) -> dict:
+def worker(
+    url: str,
+    prefix: str,
+    thread_id: str,
+    directory: Path,
+    delay: float,
+    signing_key: list[bytes] | None = None,
+) -> dict:
     """Run (or resume) the agent to the end; report what ran and what was replayed."""
     world = World(directory)
     ran: set[tuple[Any, str]] = set()
     escalations: list[dict[str, Any]] = []
-    with RedisSaver.from_conn_string(url, key_prefix=prefix) as saver:
+    with RedisSaver.from_conn_string(url, key_prefix=prefix, signing_key=signing_key) as saver:
         ledger = ToolLedger(saver, policies=POLICIES)
         calls: dict[tuple[Any, str], str] = {}  # (step, tool_call_id) -> tool name
 
@@ -221,9 +237,11 @@ def worker(url: str, prefix: str, thread_id: str, directory: Path, delay: float)
         }
 
 
-def damage_newest_checkpoint(url: str, prefix: str, thread_id: str) -> str:
+def damage_newest_checkpoint(
+    url: str, prefix: str, thread_id: str, signing_key: list[bytes] | None = None
+) -> str:
     """Flip one bit of the newest checkpoint record (what a torn write or bad disk does)."""
-    with RedisSaver.from_conn_string(url, key_prefix=prefix) as saver:
+    with RedisSaver.from_conn_string(url, key_prefix=prefix, signing_key=signing_key) as saver:
         latest = saver.get_tuple({"configurable": {"thread_id": thread_id}})
         assert latest is not None
         checkpoint_id = latest.config["configurable"]["checkpoint_id"]
@@ -234,21 +252,38 @@ def damage_newest_checkpoint(url: str, prefix: str, thread_id: str) -> str:
         return checkpoint_id
 
 
-def _worker_command(
-    url: str, prefix: str, thread_id: str, directory: Path, delay: float
-) -> list[str]:
-    return [sys.executable, "-m", "langgraph_durable.demo", "--worker", url, prefix, thread_id] + [
+def worker_command(prefix: str, thread_id: str, directory: Path, delay: float) -> list[str]:
+    """A worker's argv: nothing secret (see ``worker_env``)."""
+    return [sys.executable, "-m", "langgraph_durable.demo", "--worker", prefix, thread_id] + [
         str(directory),
         str(delay),
     ]
 
 
-def start_and_kill(url: str, prefix: str, thread_id: str, directory: Path, delay: float) -> int:
+def worker_env(url: str, signing_key: list[bytes] | None) -> dict[str, str]:
+    """A worker's environment: ours plus the URL and the signing keys."""
+    env = {**os.environ, URL_ENV: url}
+    env.pop(KEYS_ENV, None)
+    if signing_key:
+        env[KEYS_ENV] = ",".join(k.hex() for k in signing_key)
+    return env
+
+
+def start_and_kill(
+    url: str,
+    prefix: str,
+    thread_id: str,
+    directory: Path,
+    delay: float,
+    signing_key: list[bytes] | None = None,
+) -> int:
     """Run the agent in a worker process and SIGKILL it right after the card charge went
     through, while an e-mail is still being sent. Returns the killed worker's pid."""
     world = World(directory)
     first = subprocess.Popen(
-        _worker_command(url, prefix, thread_id, directory, delay), stdout=subprocess.PIPE
+        worker_command(prefix, thread_id, directory, delay),
+        stdout=subprocess.PIPE,
+        env=worker_env(url, signing_key),
     )
     while not any(e["tool"] == "charge_card" for e in world.effects()):
         if first.poll() is not None:
@@ -267,26 +302,28 @@ def run_demo(
     damage: bool = False,
     delay: float = 0.5,
     emit: Any = print,
+    signing_key: list[bytes] | None = None,
 ) -> dict[str, Any]:
     """The whole demo; ``emit`` gets each line of the timeline. Returns the verdict."""
     thread_id = f"demo-{uuid.uuid4().hex[:8]}"
     directory = Path(tempfile.mkdtemp(prefix="lgd-demo-"))
     world = World(directory)
-    emit(f"Redis {url}  thread {thread_id}  effects {world.log}")
-    pid = start_and_kill(url, prefix, thread_id, directory, delay)
+    emit(f"Redis {redact_url(url)}  thread {thread_id}  effects {world.log}")
+    pid = start_and_kill(url, prefix, thread_id, directory, delay, signing_key)
     killed_at = time.monotonic()
     before = world.effects()
     emit(
         f"worker {pid} SIGKILLed mid-step; effects so far: " + ", ".join(e["tool"] for e in before)
     )
-    damaged = damage_newest_checkpoint(url, prefix, thread_id) if damage else None
+    damaged = damage_newest_checkpoint(url, prefix, thread_id, signing_key) if damage else None
     if damaged:
         emit(f"damaged the newest checkpoint {damaged} (one bit flipped)")
     second = subprocess.run(
-        _worker_command(url, prefix, thread_id, directory, delay),
+        worker_command(prefix, thread_id, directory, delay),
         stdout=subprocess.PIPE,
         text=True,
         check=True,
+        env=worker_env(url, signing_key),
     )
     report = json.loads(second.stdout.strip().splitlines()[-1])
     recovery = time.monotonic() - killed_at
@@ -340,8 +377,13 @@ def run_demo(
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args[:1] == ["--worker"]:
-        url, prefix, thread_id, directory, delay = args[1:6]
-        print(json.dumps(worker(url, prefix, thread_id, Path(directory), float(delay))))
+        prefix, thread_id, directory, delay = args[1:5]
+        keys = os.environ.get(KEYS_ENV)
+        signing_key = [bytes.fromhex(k) for k in keys.split(",")] if keys else None
+        report = worker(
+            os.environ[URL_ENV], prefix, thread_id, Path(directory), float(delay), signing_key
+        )
+        print(json.dumps(report))
         return 0
     from langgraph_durable.cli import cli
 

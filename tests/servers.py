@@ -33,17 +33,21 @@ class Server:
         self.proc.wait(timeout=10)
 
 
-def start_server(workdir: str, *options: str, port: int | None = None) -> Server:
+def start_server(
+    workdir: str, *options: str, port: int | None = None, password: str | None = None
+) -> Server:
     """Start redis-server on a loopback port with ``options`` and wait until it answers.
-    Without options it keeps nothing on disk."""
+    Without options it keeps nothing on disk. ``password``: its ``requirepass``."""
     port = port or free_port()
+    auth = ["--requirepass", password] if password else []
     proc = subprocess.Popen(
         [find_server_binary(), "--port", str(port), "--bind", "127.0.0.1", "--dir", workdir]
-        + (list(options) or ["--save", "", "--appendonly", "no"]),
+        + (list(options) or ["--save", "", "--appendonly", "no"])
+        + auth,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    client = redis.Redis(port=port)
+    client = redis.Redis(port=port, password=password)
     deadline = time.monotonic() + 10
     try:
         while True:

@@ -82,8 +82,11 @@ def test_every_command_works_on_the_demo_thread(demo: Any) -> None:
     text = run(["ledger", thread, *prefix], env).stdout
     assert "IDEMPOTENCY KEY" in text and "charge_card" in text
 
-    verified = json.loads(run(["verify", "--all", "--json", *prefix], env).stdout)
-    assert verified[0]["ok"] and verified[0]["quarantined"] == 1  # the demo's damage
+    # The demo's damage was quarantined when the worker resumed: no finding, yet not ok.
+    done = run(["verify", "--all", "--json", *prefix], env, check=False)
+    verified = json.loads(done.stdout)
+    assert verified[0]["findings"] == [] and verified[0]["quarantined"] == 1
+    assert not verified[0]["ok"] and done.returncode == 1
 
 
 def test_verify_exits_non_zero_on_damage(redis_url: str, demo: Any) -> None:
@@ -118,3 +121,356 @@ def test_server_start_status_stop(tmp_path: Path) -> None:
     finally:
         assert run(["server", "stop", *data], env).stdout.strip() == "stopped"
     assert "not running" in run(["server", "status", *data], env, check=False).stdout
+
+
+# -- safe to point at production ------------------------------------------------------
+# In-process (click's CliRunner) where only the command's effect on Redis matters; the
+# installed console script in a subprocess where the process's output and exit code do.
+BIN = str(Path(sys.executable).parent / "langgraph-durable")
+NEW_KEY, OLD_KEY = "new-signing-key-0123456789", "old-signing-key-0123456789"
+
+
+def invoke(*args: str, env: dict[str, str | None] | None = None) -> Any:
+    from click.testing import CliRunner
+
+    from langgraph_durable.cli import cli
+
+    return CliRunner().invoke(
+        cli, list(args), env={"LGD_SIGNING_KEY": None, **(env or {})}, catch_exceptions=False
+    )
+
+
+def dump_prefix(client: Any, prefix: str) -> dict[bytes, tuple[Any, ...]]:
+    """Every key under ``prefix``: its type, its whole content and its TTL. Not DUMP's
+    bytes: a plain HGET of a big hash steps Redis's incremental rehashing, which reorders
+    what DUMP returns although nothing changed."""
+    read = {
+        b"hash": client.hgetall,
+        b"zset": lambda k: client.zrange(k, 0, -1, withscores=True),
+        b"string": client.get,
+    }
+    snapshot = {}
+    for key in client.scan_iter(match=f"{prefix}:*"):
+        kind = client.type(key)
+        snapshot[key] = (kind, read.get(kind, client.dump)(key), client.pttl(key))
+    return snapshot
+
+
+def flip_last_bit(client: Any, key: str, field: Any) -> None:
+    record = client.hget(key, field)
+    client.hset(key, field, record[:-1] + bytes([record[-1] ^ 1]))
+
+
+@pytest.fixture
+def damaged(redis_url: str, key_prefix: str, redis_client: Any) -> dict[str, Any]:
+    """A thread of a real graph with its newest checkpoint and a pending write of the one
+    before damaged (one bit flipped each)."""
+    from langgraph_durable import RedisSaver
+    from tests import graphs
+
+    config = {"configurable": {"thread_id": "hurt"}}
+    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as saver:
+        graphs.react_graph(rounds=3).compile(checkpointer=saver).invoke(
+            graphs.react_input(), config
+        )
+        newest, previous = list(saver.list(config, limit=2))
+        tk = saver.keys.thread("hurt")
+        newest_member = saver.keys.checkpoint_member("", newest.checkpoint["id"])
+        flip_last_bit(redis_client, tk.cp, newest_member)
+        of_previous = saver.keys.checkpoint_member("", previous.checkpoint["id"]).encode()
+        write = min(f for f in redis_client.hkeys(tk.wr) if f.startswith(of_previous + b"\0"))
+        flip_last_bit(redis_client, tk.wr, write)
+    return {
+        "prefix": key_prefix,
+        "url": redis_url,
+        "newest": newest.checkpoint["id"],
+        "previous": previous.checkpoint["id"],
+        "checkpoint_member": newest_member,
+        "write_member": write.decode(),
+    }
+
+
+def test_inspection_changes_nothing_in_redis(damaged: dict[str, Any], redis_client: Any) -> None:
+    where = ["--redis-url", damaged["url"], "--key-prefix", damaged["prefix"]]
+    before = dump_prefix(redis_client, damaged["prefix"])
+    shown = invoke("show", "hurt", *where)
+    assert shown.exit_code == 0, shown.output
+    assert f"skipped damaged checkpoint {damaged['newest']}: checksum mismatch" in shown.stdout
+    assert invoke("show", "hurt", "--json", *where).exit_code == 0
+    assert invoke("history", "hurt", *where).exit_code == 0
+    assert invoke("threads", *where).exit_code == 0
+    assert invoke("ledger", "hurt", *where).exit_code == 0
+    assert invoke("verify", "hurt", *where).exit_code == 1
+    assert dump_prefix(redis_client, damaged["prefix"]) == before, "a read wrote to Redis"
+    verified = invoke("verify", "hurt", *where)  # the damage is still there to be found
+    assert verified.exit_code == 1 and "DAMAGED" in verified.stdout
+    assert "checksum mismatch" in verified.stdout
+
+
+def test_show_of_a_damaged_checkpoint_is_a_message_not_a_traceback(
+    damaged: dict[str, Any],
+) -> None:
+    done = subprocess.run(
+        [BIN, "show", "hurt", damaged["newest"], "--key-prefix", damaged["prefix"]],
+        env={**os.environ, "REDIS_URL": damaged["url"]},
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert f"checkpoint {damaged['newest']} of thread 'hurt' is damaged" in done.stderr
+
+
+def test_verify_repair_quarantines_the_damage_and_a_quarantined_thread_is_not_ok(
+    damaged: dict[str, Any], redis_client: Any
+) -> None:
+    where = ["--redis-url", damaged["url"], "--key-prefix", damaged["prefix"]]
+    repaired = invoke("verify", "hurt", "--repair", "--json", *where)
+    assert repaired.exit_code == 1, repaired.output
+    (report,) = json.loads(repaired.stdout)
+    moved = {(kind, field) for kind, field, _ in report["moved"]}
+    assert ("cp", damaged["checkpoint_member"]) in moved
+    assert ("wr", damaged["write_member"]) in moved
+    task = damaged["write_member"].split("\0")[:4]  # its task's other writes go with it
+    assert all(f.split("\0")[:4] == task for kind, f in moved if kind == "wr")
+    assert report["findings"] == [] and report["quarantined"] == len(moved)
+    assert report["ok"] is False
+
+    again = invoke("verify", "hurt", *where)  # read-only again: nothing left to move
+    assert again.exit_code == 1
+    assert "NOT OK (" in again.stdout and f"{len(moved)} records quarantined" in again.stdout
+    shown = json.loads(invoke("show", "hurt", "--json", *where).stdout)
+    assert shown["checkpoint_id"] == damaged["previous"] and shown["skipped_damaged"] == []
+    tk_qt = f"{damaged['prefix']}:{{hurt}}:qt"
+    assert redis_client.hlen(tk_qt) == len(moved)
+
+
+def test_a_quarantined_record_makes_verify_not_ok(
+    saver: Any, damaged: dict[str, Any], redis_client: Any
+) -> None:
+    """An application's read quarantines the damage (repair_on_read, the default); the
+    thread then verifies without findings, but is not ok: its records are gone."""
+    saver.get_tuple({"configurable": {"thread_id": "hurt"}})
+    report = saver.verify("hurt")
+    assert report.findings == [] and report.quarantined >= 2 and not report.ok
+    where = ["--redis-url", damaged["url"], "--key-prefix", damaged["prefix"]]
+    done = invoke("verify", "hurt", *where)
+    assert done.exit_code == 1
+    assert f"{report.quarantined} records quarantined" in done.stdout
+
+
+def test_a_saver_with_repair_on_read_off_reads_past_damage_without_writing(
+    damaged: dict[str, Any], redis_client: Any
+) -> None:
+    from langgraph_durable import RedisSaver
+
+    before = dump_prefix(redis_client, damaged["prefix"])
+    with RedisSaver.from_conn_string(
+        damaged["url"], key_prefix=damaged["prefix"], repair_on_read=False
+    ) as reader:
+        latest = reader.get_tuple({"configurable": {"thread_id": "hurt"}})
+        assert latest.checkpoint["id"] == damaged["previous"]
+        assert len(list(reader.list({"configurable": {"thread_id": "hurt"}}))) > 1
+    assert dump_prefix(redis_client, damaged["prefix"]) == before
+
+
+def test_verify_of_a_thread_that_does_not_exist_says_so(redis_url: str, key_prefix: str) -> None:
+    where = ["--redis-url", redis_url, "--key-prefix", key_prefix]
+    done = invoke("verify", "nobody", *where)
+    assert done.exit_code == 1
+    assert done.stdout.strip() == f"nobody: no such thread (key prefix {key_prefix!r})"
+    (row,) = json.loads(invoke("verify", "nobody", "--json", *where).stdout)
+    assert row == {"thread_id": "nobody", "exists": False, "ok": False}
+    nothing = invoke("verify", "--all", *where)
+    assert nothing.exit_code == 1 and "no threads under key prefix" in nothing.output
+
+
+@pytest.fixture
+def signed(redis_url: str, key_prefix: str) -> dict[str, Any]:
+    """A thread written under OLD_KEY, then more of it after rotating to [NEW_KEY, OLD_KEY]."""
+    from langgraph_durable import RedisSaver
+    from tests import graphs
+
+    config = {"configurable": {"thread_id": "signed"}}
+    for keys in ([OLD_KEY], [NEW_KEY, OLD_KEY]):
+        with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix, signing_key=keys) as s:
+            graphs.react_graph(rounds=1).compile(checkpointer=s).invoke(
+                graphs.react_input(), config
+            )
+    return {"where": ["--redis-url", redis_url, "--key-prefix", key_prefix]}
+
+
+def test_signing_keys_from_flags_environment_or_file(
+    signed: dict[str, Any], tmp_path: Path
+) -> None:
+    where = signed["where"]
+    unsigned = invoke("verify", "signed", *where)
+    assert unsigned.exit_code == 1 and "bad signature" in unsigned.stdout
+
+    flags = invoke("verify", "signed", "--signing-key", NEW_KEY, "--signing-key", OLD_KEY, *where)
+    assert flags.exit_code == 0, flags.output
+    env = invoke("verify", "signed", *where, env={"LGD_SIGNING_KEY": f"{NEW_KEY}, {OLD_KEY}"})
+    assert env.exit_code == 0, env.output
+    key_file = tmp_path / "keys"
+    key_file.write_text(f"{NEW_KEY}\n{OLD_KEY}\n")
+    from_file = invoke("verify", "signed", "--signing-key-file", str(key_file), *where)
+    assert from_file.exit_code == 0, from_file.output
+    shown = invoke("show", "signed", "--json", "--signing-key-file", str(key_file), *where)
+    assert json.loads(shown.stdout)["values"]["messages"][-1] == "ai: final answer"
+
+    key_file.write_text(f"{NEW_KEY}\n")  # the old key dropped too early: its records fail
+    assert invoke("verify", "signed", "--signing-key-file", str(key_file), *where).exit_code == 1
+    for result in (unsigned, flags, env, from_file, shown):
+        assert NEW_KEY not in result.output and OLD_KEY not in result.output
+
+
+@pytest.mark.parametrize(
+    "args, env, message",
+    [
+        (["--signing-key-file", "/nonexistent/keys"], {}, "cannot read /nonexistent/keys"),
+        (["--signing-key-file", "{short}"], {}, "key 2 from --signing-key-file"),
+        (["--signing-key", "tooshort-secret"], {}, "key 1 from --signing-key is 15 bytes"),
+        ([], {"LGD_SIGNING_KEY": f"{NEW_KEY},tooshort-secret"}, "key 2 from LGD_SIGNING_KEY"),
+        (["--signing-key", NEW_KEY, "--signing-key-file", "{short}"], {}, "not both"),
+    ],
+)
+def test_bad_signing_keys_are_named_never_shown(
+    signed: dict[str, Any], tmp_path: Path, args: list[str], env: dict[str, str], message: str
+) -> None:
+    short = tmp_path / "keys"
+    short.write_text(f"{NEW_KEY}\ntooshort-secret\n")
+    args = [a.replace("{short}", str(short)) for a in args]
+    done = invoke("verify", "signed", *args, *signed["where"], env=env)
+    assert done.exit_code == 2 and message in done.output
+    assert "tooshort-secret" not in done.output.replace("--signing-key", "")
+    assert NEW_KEY not in done.output.replace(f"--signing-key {NEW_KEY}", "")
+
+
+@pytest.fixture(scope="module")
+def password_server() -> Iterator[tuple[int, str]]:
+    """A private redis-server that requires a password."""
+    import shutil
+    import tempfile
+
+    from tests.servers import start_server
+
+    password = f"pw-{uuid.uuid4().hex}"
+    workdir = tempfile.mkdtemp(prefix="lgd-auth-")
+    server = start_server(workdir, password=password)
+    yield server.port, password
+    server.stop()
+    shutil.rmtree(workdir, ignore_errors=True)
+
+
+def run_bin(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [BIN, *args], check=False, env=env, cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+
+
+def assert_one_line_exit_2(done: subprocess.CompletedProcess, *secrets: str) -> None:
+    assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("langgraph-durable: "), done.stderr
+    for secret in secrets:
+        assert secret not in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(
+    "case", ["wrong port", "wrong password", "no password", "bad scheme", "bad port", "TLS"]
+)
+def test_connection_errors_are_one_line_and_exit_2(
+    password_server: tuple[int, str], case: str
+) -> None:
+    from tests.servers import free_port
+
+    port, password = password_server
+    wrong = f"not-{password}"
+    url = {
+        "wrong port": f"redis://:{password}@127.0.0.1:{free_port()}/0",
+        "wrong password": f"redis://:{wrong}@127.0.0.1:{port}/0",
+        "no password": f"redis://127.0.0.1:{port}/0",
+        "bad scheme": f"http://:{password}@127.0.0.1:{port}/0",
+        "bad port": f"redis://:{password}@127.0.0.1:port/0",
+        "TLS": f"rediss://:{password}@127.0.0.1:{port}/0",  # a plain server: no handshake
+    }[case]
+    done = run_bin(["threads", "--redis-url", url], {**os.environ, "REDIS_URL": ""})
+    assert_one_line_exit_2(done, password, wrong)
+    if case == "wrong password":
+        assert "authentication failed" in done.stderr
+        assert f"redis://:***@127.0.0.1:{port}/0" in done.stderr
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["show", "t"], ["history", "t"], ["ledger", "t"], ["verify", "--all"], ["demo"]],
+)
+def test_every_command_answers_an_auth_error_in_one_line(
+    password_server: tuple[int, str], command: list[str]
+) -> None:
+    port, password = password_server
+    wrong = f"not-{password}"
+    done = run_bin(command, {**os.environ, "REDIS_URL": f"redis://:{wrong}@127.0.0.1:{port}/0"})
+    assert_one_line_exit_2(done, password, wrong)
+
+
+def test_the_demo_never_shows_or_passes_the_password(password_server: tuple[int, str]) -> None:
+    from langgraph_durable.demo import worker_command, worker_env
+
+    port, password = password_server
+    url = f"redis://:{password}@127.0.0.1:{port}/0"
+    done = run_bin(
+        ["demo", "--delay", "0.2", "--key-prefix", f"lgdpw{uuid.uuid4().hex[:8]}"],
+        {**os.environ, "REDIS_URL": url},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "VERDICT: OK" in done.stdout
+    assert f"redis://:***@127.0.0.1:{port}/0" in done.stdout
+    assert password not in done.stdout + done.stderr
+    # The workers' command lines (readable by every user) carry neither URL nor keys.
+    argv = worker_command("lgd", "thread", Path("/tmp/x"), 0.2)
+    env = worker_env(url, [NEW_KEY.encode()])
+    assert not any(password in a or "redis" in a or NEW_KEY in a for a in argv)
+    assert (
+        env["REDIS_URL"] == url and bytes.fromhex(env["LGD_DEMO_SIGNING_KEYS"]) == NEW_KEY.encode()
+    )
+
+
+def test_a_refused_record_is_reported_as_damage_and_runs_nothing(
+    saver: Any, redis_url: str, key_prefix: str, redis_client: Any, tmp_path: Path
+) -> None:
+    """A checksum-valid record naming os.system: every command names the refusal, none
+    calls it, none writes, and the installed command shows no traceback."""
+    from tests.test_trust import code_running_payload, counting_graph, forge_newest_value
+
+    marker = tmp_path / "pwned"
+    counting_graph().compile(checkpointer=saver).invoke(
+        {"count": 0, "note": ""}, {"configurable": {"thread_id": "forged"}}
+    )
+    forged = forge_newest_value(saver, redis_client, "forged", code_running_payload(marker))
+    where = ["--redis-url", redis_url, "--key-prefix", key_prefix]
+    before = dump_prefix(redis_client, key_prefix)
+
+    latest = invoke("show", "forged", *where)
+    assert latest.exit_code == 0 and f"skipped damaged checkpoint {forged}" in latest.stdout
+    explicit = run_bin(["show", "forged", forged, *where], {**os.environ})
+    assert explicit.returncode == 1 and "Traceback" not in explicit.stderr
+    assert "refused type os.system" in explicit.stderr
+    verified = invoke("verify", "forged", *where)
+    assert verified.exit_code == 1 and "refused type os.system" in verified.stdout
+    assert invoke("history", "forged", *where).exit_code == 0
+    repaired = invoke("verify", "forged", "--repair", *where)  # may be configuration: kept
+    assert repaired.exit_code == 1 and "left in place" in repaired.stdout, repaired.output
+    assert dump_prefix(redis_client, key_prefix) == before
+    assert not marker.exists()
+
+
+def test_resign_completes_a_key_rotation_from_the_command_line(signed: dict[str, Any]) -> None:
+    where = signed["where"]
+    assert invoke("verify", "signed", "--signing-key", NEW_KEY, *where).exit_code == 1
+    assert invoke("resign", "signed", *where).exit_code == 2  # no key to sign with
+    done = invoke("resign", "signed", *where, env={"LGD_SIGNING_KEY": f"{NEW_KEY},{OLD_KEY}"})
+    assert done.exit_code == 0 and "records re-signed" in done.stdout, done.output
+    assert invoke("verify", "signed", "--signing-key", NEW_KEY, *where).exit_code == 0
