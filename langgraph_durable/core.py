@@ -775,14 +775,15 @@ class SaverCore:
             if not results and fetched:
                 continue  # deleted while read (retention, delete_thread): read again
             if not results:
-                if report.skipped:
-                    self._report(report, level=logging.ERROR)
                 if any(s.reason.startswith(_CONFIG_REASONS) for s in report.skipped):
+                    self.recovery_reports[(thread_id, ns)] = report
                     raise UnreadableThreadError(
                         thread_id=thread_id,
                         checkpoint_ns=ns,
                         reasons={s.checkpoint_id: s.reason for s in report.skipped},
                     )
+                if report.skipped:
+                    self._report(report, level=logging.ERROR)
                 return None
             result = results[0]
             if isinstance(result, _Damage):

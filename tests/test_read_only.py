@@ -87,32 +87,34 @@ def test_reads_work_on_a_read_only_replica(tmp_path: Path) -> None:
     (tmp_path / "p").mkdir()
     replica_dir = tmp_path / "r"
     replica_dir.mkdir()
-    primary = start_server(str(tmp_path / "p"))
+    primary = start_server(
+        str(tmp_path / "p"), "--save", "", "--appendonly", "no", "--repl-diskless-sync-delay", "0"
+    )
     replica = start_server(
         str(replica_dir), "--save", "", "--appendonly", "no",
         "--replicaof", "127.0.0.1", str(primary.port),
     )
+    replica_client = redis.Redis.from_url(replica.url)
     try:
+        deadline = time.monotonic() + 60  # startup only: the replica's first sync
+        while replica_client.info("replication").get("master_link_status") != "up":
+            assert time.monotonic() < deadline, "the replica never synced"
+            time.sleep(0.05)
         with RedisSaver.from_conn_string(primary.url) as saver:
             graph = react_graph(2).compile(checkpointer=saver)
             graph.invoke(react_input("replicated"), cfg("t"))
             expected = saver.get_tuple(cfg("t"))
             history = [c.config for c in saver.list(cfg("t"))]
-            acked = redis.Redis.from_url(primary.url).wait(1, 10_000)
-            assert acked == 1
-        replica_client = redis.Redis.from_url(replica.url)
-        deadline = time.monotonic() + 30  # startup only: the replica's first sync
-        while replica_client.info("replication").get("master_link_status") != "up":
-            assert time.monotonic() < deadline, "the replica never synced"
-            time.sleep(0.05)
+            # WAIT returns as soon as the replica has every write made so far.
+            assert redis.Redis.from_url(primary.url).wait(1, 60_000) == 1
         with RedisSaver.from_conn_string(replica.url) as reader:
             got = reader.get_tuple(cfg("t"))
             assert expected is not None and got is not None
             assert got.checkpoint == expected.checkpoint
             assert [c.config for c in reader.list(cfg("t"))] == history
             assert reader.verify("t").ok
-        replica_client.close()
     finally:
+        replica_client.close()
         replica.stop()
         primary.stop()
 
