@@ -98,6 +98,7 @@ class AsyncRedisSaver(BaseRedisSaver):
             version = None
         self._scripts = scripts.ScriptSet.for_server(version, cluster=self.cluster)
         await self._load_scripts()
+        await self._acheck_eviction()
 
     async def _load_scripts(self) -> None:
         for source in self._scripts.sources():

@@ -14,6 +14,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver, _with_msgpack_allowli
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from redis.exceptions import NoScriptError
 
+from langgraph_durable import hazards
 from langgraph_durable import lease as leases
 from langgraph_durable.core import Batch, RecoveryReport, SaverCore, Script
 from langgraph_durable.envelope import Envelope
@@ -204,6 +205,13 @@ class BaseRedisSaver(BaseCheckpointSaver[str]):
     @property
     def keys(self) -> KeySchema:
         return self.core.keys
+
+    # setup() warns once if Redis may evict the saver's keys (see hazards.py)
+    def _check_eviction(self) -> None:
+        hazards.check_eviction(self.client, self.ttl)  # type: ignore[attr-defined]
+
+    async def _acheck_eviction(self) -> None:
+        await hazards.acheck_eviction(self.client, self.ttl)  # type: ignore[attr-defined]
 
     def lease(
         self,

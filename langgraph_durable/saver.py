@@ -86,6 +86,7 @@ class RedisSaver(BaseRedisSaver):
             version = None
         self._scripts = scripts.ScriptSet.for_server(version, cluster=self.cluster)
         self._load_scripts()
+        self._check_eviction()
 
     def _load_scripts(self) -> None:
         for source in self._scripts.sources():
