@@ -8,14 +8,18 @@ Every test runs on private redis-servers of its own (FLUSHDB and CONFIG SET incl
 from __future__ import annotations
 
 import logging
+import operator
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 import redis
 import redis.cluster
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import Command, Send, interrupt
+from typing_extensions import TypedDict
 
 from langgraph_durable import AsyncRedisSaver, RedisSaver, hazards
 from tests.servers import Server, start_server
@@ -153,3 +157,45 @@ def _empty_checkpoint() -> Any:
 
 def _thread() -> str:
     return f"t-{uuid.uuid4().hex[:8]}"
+
+
+# -- 4. no limit of Lua's unpack(): a crashed 20,000-task fan-out reads back ---------------
+FAN_OUT = 20_000
+
+
+class FanState(TypedDict):
+    done: Annotated[list[int], operator.add]
+
+
+def fan_out_graph(width: int) -> StateGraph:
+    """START sends ``width`` tasks; the last one stops the step with an interrupt after
+    the others saved their writes, as a crash would leave it."""
+
+    def work(item: int) -> dict[str, Any]:
+        if item == width - 1:
+            interrupt("the fan-out stopped here")
+        return {"done": [item]}
+
+    builder = StateGraph(FanState)
+    builder.add_node("work", work)
+    builder.add_conditional_edges(START, lambda state: [Send("work", i) for i in range(width)])
+    builder.add_edge("work", END)
+    return builder
+
+
+def test_a_checkpoint_with_20000_pending_writes_reads_back_whole_and_resumes(
+    private: Callable[..., Server],
+) -> None:
+    server = private()
+    config = {"configurable": {"thread_id": "fan"}}
+    with RedisSaver.from_conn_string(server.url) as saver:
+        graph = fan_out_graph(FAN_OUT).compile(checkpointer=saver)
+        out = graph.invoke({"done": []}, config)  # ~25 s on a busy 2-core machine
+        assert out["__interrupt__"]
+        stored = saver.get_tuple(config)
+        assert stored is not None
+        done = {v[0] for _, channel, v in stored.pending_writes if channel == "done"}
+        assert len(done) == FAN_OUT - 1
+        assert len({task for task, _, _ in stored.pending_writes}) == FAN_OUT
+        out = graph.invoke(Command(resume="go on"), config)
+        assert sorted(out["done"]) == list(range(FAN_OUT))

@@ -14,15 +14,19 @@ if ARGV[1] == 'range' then
 else
   for i = 2, #ARGV do members[#members + 1] = ARGV[i] end
 end
+local CHUNK = 1000
 local out = {wrongtype}
 for _, member in ipairs(members) do
   local writes = {}
   local wms = writes_ok and writes_of(member) or {}
-  if #wms > 0 then
-    local values = redis.call('HMGET', KEYS[K_WR], unpack(wms))
-    for j = 1, #wms do
+  -- HMGET in chunks: unpack() fails past ~8,000 values (LUAI_MAXCSTACK), and a crashed
+  -- Send fan-out leaves a checkpoint with as many pending writes as it had tasks.
+  for first = 1, #wms, CHUNK do
+    local last = math.min(first + CHUNK - 1, #wms)
+    local values = redis.call('HMGET', KEYS[K_WR], unpack(wms, first, last))
+    for j = first, last do
       writes[#writes + 1] = wms[j]
-      writes[#writes + 1] = values[j]
+      writes[#writes + 1] = values[j - first + 1]
     end
   end
   out[#out + 1] = {member, cp_ok and redis.call('HGET', KEYS[K_CP], member) or false, writes}
