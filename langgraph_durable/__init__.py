@@ -9,6 +9,7 @@ from langgraph_durable.aio import AsyncRedisSaver
 from langgraph_durable.core import Finding, RecoveryReport, SkippedCheckpoint, VerifyReport
 from langgraph_durable.errors import (
     CheckpointCorruptedError,
+    CheckpointLostError,
     ConfigurationError,
     DurableError,
     InvalidConfigError,
@@ -28,6 +29,7 @@ from langgraph_durable.saver import RedisSaver
 __all__ = [
     "AsyncRedisSaver",
     "CheckpointCorruptedError",
+    "CheckpointLostError",
     "ConfigurationError",
     "DurableError",
     "EscalationAnswer",

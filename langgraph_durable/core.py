@@ -31,6 +31,7 @@ from langgraph.checkpoint.base import (
 from langgraph_durable.envelope import Envelope
 from langgraph_durable.errors import (
     CheckpointCorruptedError,
+    CheckpointLostError,
     InvalidConfigError,
     LeaseHeldError,
     LeaseLostError,
@@ -336,6 +337,15 @@ class SaverCore:
             [parent_id, *self.serde.dumps_typed(stored), *self.serde.dumps_typed(meta)],
         )
         upper, lower = self.keys.namespace_range(ns) if self.keep_last else ("", "")
+        # With a parent, the script refuses to build on it once it is gone (CheckpointLostError)
+        kept = (
+            self._fields_of(
+                ns,
+                {c: v for c, v in checkpoint["channel_versions"].items() if c not in new_versions},
+            )
+            if parent_id
+            else []
+        )
         args: list[Any] = [
             self._ttl_arg,
             held_token(self.keys.prefix, thread_id),
@@ -344,6 +354,9 @@ class SaverCore:
             str(meta.get("run_id") or ""),
             lower,
             upper,
+            self.keys.checkpoint_member(ns, parent_id) if parent_id else "",
+            len(kept),
+            *kept,
         ]
         blobs = [  # only changed channels are written
             (blob_field, self._blob_record(thread_id, blob_field, values.get(channel, _NO_VALUE)))
@@ -473,6 +486,18 @@ class SaverCore:
             token, _, newest = detail.partition(" ")
             return LeaseLostError(
                 thread_id=thread_id or "?", token=token, newest=None if newest == "none" else newest
+            )
+        if code == "LGD_LOST":  # put_checkpoint: ARGV[8] is the parent's member
+            ns, parent_id = self.keys.parse_checkpoint_member(op.args[7])
+            missing = "the checkpoint is not in the index"
+            if detail.startswith("value "):
+                _, channel, version = self.keys.parse_blob_field(op.args[int(detail[6:]) - 1])
+                missing = f"the value of channel {channel!r}@{version} it passes on is missing"
+            return CheckpointLostError(
+                thread_id=thread_id or "?",
+                checkpoint_ns=ns,
+                parent_checkpoint_id=parent_id,
+                missing=missing,
             )
         return exc
 

@@ -43,6 +43,33 @@ class CheckpointCorruptedError(DurableError):
         self.reason = reason
 
 
+class CheckpointLostError(DurableError):
+    """A checkpoint write builds on a checkpoint that is gone from Redis; it was refused.
+
+    The parent checkpoint (or a channel value it passes on) was stored when the run read it
+    and is missing now: the database was flushed, Redis restarted without persistence,
+    or the keys were evicted or expired. A checkpoint written on it could never be read
+    back whole, so nothing of the write was applied.
+    """
+
+    def __init__(
+        self, *, thread_id: str, checkpoint_ns: str, parent_checkpoint_id: str, missing: str
+    ) -> None:
+        super().__init__(
+            f"checkpoint {parent_checkpoint_id!r} of thread {thread_id!r} (namespace "
+            f"{checkpoint_ns!r}), which this write builds on, is gone from Redis ({missing}): "
+            "the data was flushed, lost in a restart without persistence, evicted or expired. "
+            "Nothing was written. Resume the thread from a checkpoint that still exists "
+            "(graph.get_state_history) or run it again from its input; to keep this from "
+            "happening, run Redis with persistence (appendonly yes), maxmemory-policy "
+            "noeviction, and a ttl longer than a run"
+        )
+        self.thread_id = thread_id
+        self.checkpoint_ns = checkpoint_ns
+        self.parent_checkpoint_id = parent_checkpoint_id
+        self.missing = missing
+
+
 class ConfigurationError(DurableError, ValueError):
     """The saver was given a client or an option it cannot work with."""
 

@@ -228,6 +228,11 @@ class KeySchema:
     def blob_field(self, checkpoint_ns: str, channel: str, version: str | float) -> str:
         return _join(checkpoint_ns, channel, str(version))
 
+    def parse_blob_field(self, field: str | bytes) -> tuple[str, str, str]:
+        """(namespace, channel, version) of a blob field."""
+        ns, channel, version = _split(field)
+        return ns, channel, version
+
     # -- tool-call ledger ----------------------------------------------------------------
     def ledger_task(self, checkpoint_ns: str, step: int, task: str) -> str:
         """The prefix every ledger field of one task starts with (it ends with SEP)."""

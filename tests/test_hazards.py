@@ -7,9 +7,10 @@ Every test runs on private redis-servers of its own (FLUSHDB and CONFIG SET incl
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import operator
-import uuid
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any
@@ -17,11 +18,27 @@ from typing import Annotated, Any
 import pytest
 import redis
 import redis.cluster
+from langchain_core.messages import HumanMessage
+from langgraph.checkpoint.base import Checkpoint, copy_checkpoint, empty_checkpoint
+from langgraph.checkpoint.base.id import uuid6
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, Send, interrupt
 from typing_extensions import TypedDict
 
-from langgraph_durable import AsyncRedisSaver, RedisSaver, hazards
+from langgraph_durable import (
+    AsyncRedisSaver,
+    CheckpointCorruptedError,
+    CheckpointLostError,
+    LeaseHeldError,
+    LeaseLostError,
+    RedisSaver,
+    ToolLedger,
+    ToolOutcomeUnknownError,
+    hazards,
+)
+from langgraph_durable.core import Batch, Script
+from tests import graphs
+from tests.ledger_agent import START_INPUT, Effects, agent_graph, answer, normalized
 from tests.servers import Server, start_server
 
 NO_DISK = ("--save", "", "--appendonly", "no")
@@ -54,7 +71,9 @@ def eviction_records(caplog: pytest.LogCaptureFixture, level: int) -> list[str]:
     return [
         r.getMessage()
         for r in caplog.records
-        if r.name == "langgraph_durable" and r.levelno == level and "maxmemory-policy" in r.getMessage()
+        if r.name == "langgraph_durable"
+        and r.levelno == level
+        and "maxmemory-policy" in r.getMessage()
     ]
 
 
@@ -114,7 +133,7 @@ def test_without_config_permission_setup_says_at_debug_level_it_could_not_check(
     with RedisSaver.from_conn_string(url) as saver:  # no failure
         saver.put(
             {"configurable": {"thread_id": "t", "checkpoint_ns": ""}},
-            _empty_checkpoint(),
+            empty_checkpoint(),
             {"source": "input", "step": -1},
             {},
         )
@@ -149,14 +168,104 @@ def test_the_decision_is_the_policy_and_the_ttl() -> None:
     assert hazards.policy_of({}) is None
 
 
-def _empty_checkpoint() -> Any:
-    from langgraph.checkpoint.base import empty_checkpoint
+# -- 3. a write whose parent checkpoint is gone is refused, typed ---------------------------
+def thread_snapshot(client: redis.Redis, saver: RedisSaver, thread: str) -> dict[bytes, Any]:
+    """Every key of a thread: its type, its whole content and whether it has a TTL."""
+    tk = saver.keys.thread(thread)
+    pattern = tk.cps[: -len("cps")] + "*"
+    pattern = pattern.replace("[", "\\[").replace("]", "\\]")
+    out: dict[bytes, Any] = {}
+    for key in client.scan_iter(match=pattern):
+        kind = client.type(key)
+        content = {
+            b"hash": client.hgetall,
+            b"zset": lambda k: client.zrange(k, 0, -1, withscores=True),
+            b"string": client.get,
+        }[kind](key)
+        out[key] = (kind, content, client.ttl(key) > 0)
+    return out
 
-    return empty_checkpoint()
+
+@pytest.mark.parametrize("durability", ["sync", "async"])
+def test_a_run_whose_checkpoints_were_flushed_midway_stops_with_checkpoint_lost(
+    private: Callable[..., Server], durability: str
+) -> None:
+    server = private()
+    admin = redis.Redis(port=server.port)
+    flushed: list[bool] = []
+
+    def flush(state: graphs.CounterState) -> dict[str, Any]:
+        if not flushed:  # as a restart without persistence would, between two steps
+            admin.flushdb()
+            flushed.append(True)
+        return {"value": state["value"] * 10, "trail": ["b"]}
+
+    config = {"configurable": {"thread_id": "t"}}
+    with RedisSaver.from_conn_string(server.url) as saver:
+        graph = graphs.chain(
+            graphs.CounterState,
+            ("a", lambda s: {"value": s["value"] + 1, "trail": ["a"]}),
+            ("b", flush),
+            ("c", lambda s: {"value": s["value"] - 3, "trail": ["c"]}),
+        ).compile(checkpointer=saver)
+        with pytest.raises(CheckpointLostError) as lost:
+            graph.invoke({"value": 1, "trail": []}, config, durability=durability)
+        assert lost.value.thread_id == "t" and lost.value.checkpoint_ns == ""
+        assert lost.value.parent_checkpoint_id in str(lost.value)
+        assert "flushed" in str(lost.value) and "noeviction" in str(lost.value)
+        assert saver.get_tuple(config) is None  # no checkpoint that builds on nothing
+        assert not admin.exists(*saver.keys.thread("t").all()[:3:2])  # no cps, no cp
+    admin.close()
 
 
-def _thread() -> str:
-    return f"t-{uuid.uuid4().hex[:8]}"
+@pytest.mark.parametrize("durability", ["sync", "async"])
+def test_building_on_a_flushed_checkpoint_raises_and_writes_no_checkpoint(
+    private: Callable[..., Server], durability: str
+) -> None:
+    server = private()
+    admin = redis.Redis(port=server.port)
+    config = {"configurable": {"thread_id": "t"}}
+    with RedisSaver.from_conn_string(server.url) as saver:
+        graph = graphs.react_graph(rounds=2).compile(checkpointer=saver)
+        graph.invoke(graphs.react_input(), config)
+        last = saver.get_tuple(config)
+        assert last is not None
+        admin.flushdb()
+        with pytest.raises(CheckpointLostError) as lost:
+            graph.update_state(last.config, {"messages": [HumanMessage("hi", id="h2")]})
+        assert lost.value.parent_checkpoint_id == last.config["configurable"]["checkpoint_id"]
+        assert "not in the index" in lost.value.missing
+        assert admin.dbsize() == 0, "the refused write left nothing behind"
+        with pytest.raises(CheckpointLostError):
+            graph.invoke(graphs.react_input("again"), last.config, durability=durability)
+        # LangGraph stores an input's writes before its checkpoint (and with "async" runs
+        # on while its puts fail): those writes stay, but no checkpoint builds on nothing.
+        assert saver.get_tuple(config) is None
+        assert not admin.exists(saver.keys.thread("t").cps)
+    admin.close()
+
+
+def test_a_parent_whose_values_are_gone_is_lost_too(private: Callable[..., Server]) -> None:
+    server = private()
+    admin = redis.Redis(port=server.port)
+    config = {"configurable": {"thread_id": "t"}}
+    with RedisSaver.from_conn_string(server.url) as saver:
+        bl = saver.keys.thread("t").bl
+
+        def evict_values(state: graphs.CounterState) -> dict[str, Any]:
+            admin.delete(bl)  # evicted: the index and the records stay
+            return {"value": state["value"] * 10, "trail": ["b"]}
+
+        graph = graphs.chain(
+            graphs.CounterState,
+            ("a", lambda s: {"value": s["value"] + 1, "trail": ["a"]}),
+            ("b", evict_values),
+        ).compile(checkpointer=saver)
+        with pytest.raises(CheckpointLostError, match="it passes on is missing"):
+            graph.invoke({"value": 1, "trail": []}, config, durability="sync")
+        assert not admin.exists(bl), "the refused write took its values back"
+        assert admin.zcard(saver.keys.thread("t").cps) == 3  # steps -1, 0, 1: no step 2
+    admin.close()
 
 
 # -- 4. no limit of Lua's unpack(): a crashed 20,000-task fan-out reads back ---------------
@@ -199,3 +308,84 @@ def test_a_checkpoint_with_20000_pending_writes_reads_back_whole_and_resumes(
         assert len({task for task, _, _ in stored.pending_writes}) == FAN_OUT
         out = graph.invoke(Command(resume="go on"), config)
         assert sorted(out["done"]) == list(range(FAN_OUT))
+
+
+# -- 5. a write refused by a lease or a fence changes nothing --------------------------------
+def elsewhere(fn: Callable[..., Any], *args: Any) -> Any:
+    """Run ``fn`` as another worker would: in a context that holds none of our leases."""
+    return contextvars.Context().run(fn, *args)
+
+
+def child_of(
+    saver: RedisSaver, parent: dict[str, Any] | None, step: int
+) -> tuple[dict[str, Any], Checkpoint, dict[str, Any], dict[str, Any]]:
+    """put() arguments for a checkpoint after ``parent`` (None: the thread's first) that
+    gives channel "a" a new value."""
+    stored = saver.get_tuple(parent) if parent else None
+    cp = copy_checkpoint(stored.checkpoint) if stored else empty_checkpoint()
+    cp["id"] = str(uuid6(clock_seq=step))
+    version = saver.get_next_version(cp["channel_versions"].get("a"), None)
+    cp["channel_versions"]["a"] = version
+    cp["channel_values"]["a"] = f"value {step} " + "x" * 200
+    config = parent or {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    return config, cp, {"source": "loop", "step": step}, {"a": version}
+
+
+def take_over(saver: RedisSaver, thread: str) -> None:
+    with saver.lease(thread):
+        pass
+
+
+def data_keys(snapshot: dict[bytes, Any]) -> dict[bytes, Any]:
+    return {k: v for k, v in snapshot.items() if not k.endswith((b":lease", b":fence"))}
+
+
+@pytest.mark.parametrize("ttl", [None, 60])
+@pytest.mark.parametrize("values_before", [False, True])
+def test_a_put_refused_by_a_lease_or_a_fence_leaves_the_thread_as_it_was(
+    redis_url: str,
+    key_prefix: str,
+    redis_client: redis.Redis,
+    ttl: int | None,
+    values_before: bool,
+) -> None:
+    with (
+        RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix, ttl=ttl) as saver,
+        RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix, ttl=ttl) as other,
+    ):
+        first = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+        first = saver.put(first, empty_checkpoint(), {"source": "input", "step": -1}, {})
+        if values_before:  # the value hash exists already, or is created by the refused put
+            first = saver.put(*child_of(saver, first, 0))
+        with saver.lease("t", ttl=30):  # refused: another worker holds the lease
+            before = thread_snapshot(redis_client, saver, "t")
+            with pytest.raises(LeaseHeldError):
+                elsewhere(other.put, *child_of(other, first, 1))
+            assert thread_snapshot(redis_client, saver, "t") == before
+            redis_client.delete(saver.keys.thread("t").lease)  # lapsed; another worker
+            elsewhere(take_over, other, "t")  # took the thread: our fencing token is stale
+            before = thread_snapshot(redis_client, saver, "t")
+            with pytest.raises(LeaseLostError):
+                saver.put(*child_of(saver, first, 2))
+            after = thread_snapshot(redis_client, saver, "t")
+        assert after == before
+        if ttl:
+            assert all(has_ttl for _, _, has_ttl in after.values()), after
+
+
+def test_a_retried_put_refused_after_it_went_through_keeps_its_values(
+    redis_url: str, key_prefix: str, redis_client: redis.Redis
+) -> None:
+    with (
+        RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as saver,
+        RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as other,
+    ):
+        args = child_of(other, saver.put(*child_of(saver, None, 0)), 1)
+        stored = other.put(*args)  # stored, but say its reply was lost: it is sent again
+        before = thread_snapshot(redis_client, saver, "t")
+        with saver.lease("t", ttl=30):
+            with pytest.raises(LeaseHeldError):
+                elsewhere(other.put, *args)
+            assert data_keys(thread_snapshot(redis_client, saver, "t")) == before
+        got = saver.get_tuple(stored)
+        assert got is not None and got.checkpoint["channel_values"]["a"].startswith("value 1")

@@ -2,25 +2,54 @@
 -- KEYS: ThreadKeys.for_writes, or with_twins after an LGD_REPAIR reply (see _prelude.lua)
 -- ARGV: 1 ttl, 2 fencing token or "", 3 checkpoint member, 4 checkpoint record, 5 run id
 --       or "", 6 min and 7 max ZLEXCOUNT bounds of the checkpoint's namespace (both ""
---       without keep_last: nothing to count), then
---       8 "sent": 9.. the blob fields of the channels that changed, already written by
+--       without keep_last: nothing to count), 8 the parent's member or "", 9 the number
+--       K of channels kept unchanged from the parent, 10 .. 9+K their blob fields, then
+--       10+K "sent": the blob fields of the channels that changed, already written by
 --                 HSETNX in the same pipeline (big values cost Redis about as much
 --                 again when they pass through Lua, so the usual path keeps them out)
---       8 "inline": 9.. pairs of (blob field, blob record)
+--       10+K "inline": pairs of (blob field, blob record)
 -- Returns the number of checkpoints the namespace now has (for keep_last retention; 0
 -- without bounds), or -1 when a "sent" value is not there (the value hash has the wrong
 -- type): the caller then sends the values inline, with the twins, and this script
 -- repairs the hash first.
+-- Refuses (and changes nothing) with LGD_LEASED / LGD_FENCED (see fence_denial), or
+-- LGD_LOST "checkpoint" | "value <ARGV index>" when the parent or a value it passes on
+-- is gone (flushed, lost in a restart, evicted, expired): no read could use the result.
+local kept = tonumber(ARGV[9])
+local mode = 10 + kept
+local sent = ARGV[mode] == 'sent'
+
+-- A refused write leaves nothing behind: the values sent ahead of this script go again,
+-- unless the checkpoint is indexed already (a retried put whose first attempt went
+-- through). Safe: a changed channel's version has a random tail, unique to this checkpoint.
+local function refuse(err)
+  if sent then
+    local ok, indexed = pcall(redis.call, 'ZSCORE', KEYS[K_CPS], ARGV[3])
+    if not (ok and indexed) then
+      for i = mode + 1, #ARGV do pcall(redis.call, 'HDEL', KEYS[K_BL], ARGV[i]) end
+    end
+  end
+  return redis.error_reply(err)
+end
+
 local denied = fence_denial(ARGV[2])
-if denied then return redis.error_reply(denied) end
-if ARGV[8] == 'sent' then
-  for i = 9, #ARGV do
+if denied then return refuse(denied) end
+if ARGV[8] ~= '' then
+  local ok, present = pcall(redis.call, 'ZSCORE', KEYS[K_CPS], ARGV[8])
+  if not (ok and present) then return refuse('LGD_LOST checkpoint') end
+  for i = 10, 9 + kept do
+    ok, present = pcall(redis.call, 'HEXISTS', KEYS[K_BL], ARGV[i])
+    if not ok or present == 0 then return refuse('LGD_LOST value ' .. i) end
+  end
+end
+if sent then
+  for i = mode + 1, #ARGV do
     local ok, present = pcall(redis.call, 'HEXISTS', KEYS[K_BL], ARGV[i])
     if not ok or present == 0 then return -1 end
   end
 else
-  repair()
-  for i = 9, #ARGV, 2 do
+  repair(ARGV[1])
+  for i = mode + 1, #ARGV, 2 do
     redis.call('HSET', KEYS[K_BL], ARGV[i], ARGV[i + 1])
   end
 end
@@ -29,7 +58,10 @@ local function index()
   if ARGV[5] ~= '' then redis.call('HSET', KEYS[K_RUNS], ARGV[3], ARGV[5]) end
   redis.call('ZADD', KEYS[K_CPS], 0, ARGV[3])
 end
-if not repairing(index) then return redis.error_reply('LGD_REPAIR') end
+if not repairing(index, ARGV[1]) then
+  touch(ARGV[1])  -- the values sent stay for the resend with the twins: not without a ttl
+  return redis.error_reply('LGD_REPAIR')
+end
 touch(ARGV[1])
 if ARGV[6] == '' then return 0 end
 return redis.call('ZLEXCOUNT', KEYS[K_CPS], ARGV[6], ARGV[7])
