@@ -221,6 +221,7 @@ def _task_of(keys: KeySchema, write_member: str) -> str | None:
 
 
 MALFORMED = "malformed index member"
+MISSING_RECORD = "missing record"
 
 
 def configurable(config: RunnableConfig | None) -> Mapping[str, Any]:
@@ -527,7 +528,13 @@ class SaverCore:
                 raise RecordDamagedError("undecodable body")
         except (RecordDamagedError, ValueError) as exc:
             reason = getattr(exc, "reason", "undecodable body")
-            return _Damage(member, checkpoint_id, tk.cp, reason, [("cp", member, reason)])
+            why = reason
+            if reason == "missing":
+                # Indexed without a record (evicted, a bad restore): the member leaves the
+                # index, so no later read walks it again. Not indexed: never stored,
+                # deleted, or quarantined before (its entry says why).
+                why = MISSING_RECORD if len(entry) > 3 and entry[3] else reason
+            return _Damage(member, checkpoint_id, tk.cp, reason, [("cp", member, why)])
         return _Decoded(
             member=member,
             checkpoint_ns=ns,
@@ -730,7 +737,7 @@ class SaverCore:
         damaged: Iterable[_Damage],
         dropped_writes: Iterable[tuple[str, str, str]] = (),
     ) -> Plan[None]:
-        args: list[str] = []
+        args: list[Any] = []
         moves = [m for damage in damaged for m in damage.quarantine] + list(dropped_writes)
         for kind, field_, reason in moves:
             if (kind == "cp" and reason == "missing") or reason.startswith(_CONFIG_REASONS):
@@ -739,7 +746,8 @@ class SaverCore:
         if args:
             # Best effort: a read must not fail because Redis refuses writes (out of
             # memory, a read-only replica or ACL user); the damage is skipped either way.
-            (reply,) = yield Batch([Script("quarantine", tk.with_twins(), args)], errors_as_values=True)
+            script = Script("quarantine", tk.with_twins(), [self._ttl_arg, *args])
+            (reply,) = yield Batch([script], errors_as_values=True)
             if isinstance(reply, Exception):
                 logger.warning(
                     "langgraph-durable: could not quarantine damaged records of thread %r: %s",
@@ -1092,7 +1100,7 @@ class SaverCore:
             deleted = yield Script(
                 "delete_checkpoints",
                 tk.with_twins(),
-                [count, newest_member, len(doomed), *sorted(doomed), *garbage],
+                [self._ttl_arg, count, newest_member, len(doomed), *sorted(doomed), *garbage],
             )
             if deleted != -1:
                 yield from self._forget_ledger(tk, decoded, doomed)
@@ -1125,7 +1133,7 @@ class SaverCore:
             if "|" not in where.checkpoint_ns and where.step <= oldest:
                 stale.append(raw)
         if stale:
-            yield Script("ledger_delete", tk.with_twins(), stale)
+            yield Script("ledger_delete", tk.with_twins(), [self._ttl_arg, *stale])
 
     def _newest_valid(self, tk: ThreadKeys, decoded: dict[str, _Decoded]) -> Plan[set[str]]:
         """Members of the newest checkpoint per namespace whose channel values all verify

@@ -389,3 +389,108 @@ def test_a_retried_put_refused_after_it_went_through_keeps_its_values(
             assert data_keys(thread_snapshot(redis_client, saver, "t")) == before
         got = saver.get_tuple(stored)
         assert got is not None and got.checkpoint["channel_values"]["a"].startswith("value 1")
+
+
+# -- 6. every key the saver creates for a thread carries the thread's TTL --------------------
+def keys_without_ttl(client: redis.Redis, saver: RedisSaver, thread: str) -> list[bytes]:
+    return sorted(
+        k for k, (_, _, has_ttl) in thread_snapshot(client, saver, thread).items() if not has_ttl
+    )
+
+
+def test_quarantine_and_damaged_twins_carry_the_threads_ttl(
+    redis_url: str, key_prefix: str, redis_client: redis.Redis
+) -> None:
+    config = {"configurable": {"thread_id": "t"}}
+    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix, ttl=600) as saver:
+        graph = graphs.react_graph(rounds=2).compile(checkpointer=saver)
+        graph.invoke(graphs.react_input(), config)
+        tk = saver.keys.thread("t")
+        newest = saver.get_tuple(config)
+        assert newest is not None
+        member = saver.keys.checkpoint_member("", newest.config["configurable"]["checkpoint_id"])
+        record = bytearray(redis_client.hget(tk.cp, member))
+        record[-1] ^= 0x01  # a flipped bit
+        redis_client.hset(tk.cp, member, bytes(record))
+        redis_client.set(tk.wr, b"stray")  # the wrong type, and no TTL
+        assert saver.get_tuple(config) is not None  # falls back, quarantines the record
+        assert redis_client.exists(tk.qt) and redis_client.exists(tk.wr + ":damaged")
+        assert keys_without_ttl(redis_client, saver, "t") == []  # made by a read
+        redis_client.set(tk.lgx, b"stray")
+        saver.prune(["t"], strategy="keep_latest")
+        assert redis_client.exists(tk.lgx + ":damaged")
+        assert keys_without_ttl(redis_client, saver, "t") == []  # made by retention
+        redis_client.set(tk.runs, b"stray")
+        graph.invoke({"messages": [HumanMessage("more", id="h2")]}, config)
+        assert keys_without_ttl(redis_client, saver, "t") == []  # made by a write
+
+
+# -- 7. an index whose records are gone is reported once, not walked on every read -----------
+class Counting:
+    """Counts the read_checkpoints calls a saver makes (alone or in a batch)."""
+
+    def __init__(self, saver: RedisSaver) -> None:
+        self.reads = 0
+        inner = saver._execute
+
+        def counting(op: Any) -> Any:
+            ops = op.commands if isinstance(op, Batch) else [op]
+            self.reads += sum(isinstance(o, Script) and o.name == "read_checkpoints" for o in ops)
+            return inner(op)
+
+        saver._execute = counting  # type: ignore[method-assign]
+
+
+def chain_of(saver: RedisSaver, length: int) -> list[dict[str, Any]]:
+    configs: list[dict[str, Any]] = []
+    for step in range(length):
+        configs.append(saver.put(*child_of(saver, configs[-1] if configs else None, step)))
+    return configs
+
+
+def test_index_members_without_records_leave_the_index_once(
+    saver: RedisSaver, redis_client: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    configs = chain_of(saver, 40)
+    tk = saver.keys.thread("t")
+    lost = configs[10:]
+    for c in lost:  # evicted records, say: their index members stay
+        redis_client.hdel(
+            tk.cp, saver.keys.checkpoint_member("", c["configurable"]["checkpoint_id"])
+        )
+    counter = Counting(saver)
+    config = {"configurable": {"thread_id": "t"}}
+    first = saver.get_tuple(config)
+    assert first is not None and first.config == configs[9]
+    assert counter.reads == 31
+    skipped = [r for r in caplog.records if "skipped damaged checkpoint" in r.getMessage()]
+    assert len(skipped) == 30
+    caplog.clear()
+    counter.reads = 0
+    second = saver.get_tuple(config)
+    assert second is not None and second.config == configs[9]
+    assert counter.reads == 1, "the second read no longer walks the lost members"
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert redis_client.zcard(tk.cps) == 10 and redis_client.hlen(tk.qt) == 30
+    with pytest.raises(CheckpointCorruptedError, match="missing record"):
+        saver.get_tuple(lost[-1])
+    assert (
+        saver.get_tuple({"configurable": {**config["configurable"], "checkpoint_id": "nope"}})
+        is None
+    )
+
+
+def test_a_member_deleted_by_retention_meanwhile_is_not_quarantined(
+    saver: RedisSaver, redis_client: redis.Redis
+) -> None:
+    configs = chain_of(saver, 3)
+    tk = saver.keys.thread("t")
+    member = saver.keys.checkpoint_member("", configs[-1]["configurable"]["checkpoint_id"])
+    redis_client.hdel(tk.cp, member)
+    plan = saver.core.get_tuple({"configurable": {"thread_id": "t"}})
+    op = next(plan)  # the read finds the member without its record
+    op = plan.send(saver._execute(op))
+    assert isinstance(op, Script) and op.name == "quarantine"
+    redis_client.zrem(tk.cps, member)  # retention deletes it before the quarantine runs
+    saver._execute(op)
+    assert not redis_client.exists(tk.qt), "a deleted checkpoint is no damage"

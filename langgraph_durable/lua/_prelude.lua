@@ -55,20 +55,25 @@ end
 
 local KEY_TYPES = {'zset', 'zset', 'hash', 'hash', 'hash', 'hash', 'hash', 'hash', 'zset'}
 
--- Before writing: move every key of the wrong type to its "damaged" twin.
-local function repair()
+-- Before writing: move every key of the wrong type to its "damaged" twin. The twin gets
+-- the thread's ttl (seconds, 0 for none): RENAME keeps the source's, which may be none.
+local function repair(ttl)
+  ttl = tonumber(ttl) or 0
   for i = 1, #KEY_TYPES do
-    if not usable(i, KEY_TYPES[i]) then redis.call('RENAME', KEYS[i], KEYS[TWIN + i]) end
+    if not usable(i, KEY_TYPES[i]) then
+      redis.call('RENAME', KEYS[i], KEYS[TWIN + i])
+      if ttl > 0 then redis.call('EXPIRE', KEYS[TWIN + i], ttl) end
+    end
   end
 end
 
 -- Run the idempotent writes `fn`; if one fails (a key of the wrong type), move such keys
 -- aside and run them again. Cheaper than checking every key's type before each write.
 -- False when that needs the twins and the caller did not send them (reply LGD_REPAIR).
-local function repairing(fn)
+local function repairing(fn, ttl)
   if pcall(fn) then return true end
   if #KEYS < TWIN + #KEY_TYPES then return false end
-  repair()
+  repair(ttl)
   fn()
   return true
 end

@@ -1,21 +1,21 @@
 -- Delete checkpoints (with their writes and run entries) and channel values.
--- Guarded: when ARGV[1] is not "", nothing happens unless the checkpoint index still has
--- ARGV[1] members and its newest is ARGV[2], i.e. no checkpoint was written since the
+-- Guarded: when ARGV[2] is not "", nothing happens unless the checkpoint index still has
+-- ARGV[2] members and its newest is ARGV[3], i.e. no checkpoint was written since the
 -- caller planned this deletion (a new checkpoint could reference a value planned away).
 -- KEYS: ThreadKeys.with_twins (see _prelude.lua)
--- ARGV: 1 guard count or "", 2 guard newest member, 3 number N of checkpoint members,
---       4 .. 3+N checkpoint members, the rest: blob fields
+-- ARGV: 1 ttl (for the twins), 2 guard count or "", 3 guard newest member, 4 number N
+--       of checkpoint members, 5 .. 4+N checkpoint members, the rest: blob fields
 -- Returns the number of checkpoints deleted, or -1 when the guard failed.
-repair()
-if ARGV[1] ~= '' then
+repair(ARGV[1])
+if ARGV[2] ~= '' then
   local newest = redis.call('ZREVRANGE', KEYS[K_CPS], 0, 0)[1] or ''
-  if redis.call('ZCARD', KEYS[K_CPS]) ~= tonumber(ARGV[1]) or newest ~= ARGV[2] then
+  if redis.call('ZCARD', KEYS[K_CPS]) ~= tonumber(ARGV[2]) or newest ~= ARGV[3] then
     return -1
   end
 end
-local n = tonumber(ARGV[3])
+local n = tonumber(ARGV[4])
 local deleted = 0
-for i = 4, 3 + n do
+for i = 5, 4 + n do
   local member = ARGV[i]
   local wms = writes_of(member)
   for _, wm in ipairs(wms) do
@@ -26,7 +26,7 @@ for i = 4, 3 + n do
   redis.call('HDEL', KEYS[K_CP], member)
   redis.call('HDEL', KEYS[K_RUNS], member)
 end
-for i = 4 + n, #ARGV do
+for i = 5 + n, #ARGV do
   redis.call('HDEL', KEYS[K_BL], ARGV[i])
 end
 return deleted

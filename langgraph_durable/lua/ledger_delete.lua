@@ -1,9 +1,9 @@
 -- Forget tool-ledger entries no checkpoint can replay any more (retention).
 -- KEYS: ThreadKeys.with_twins (see _prelude.lua)
--- ARGV: ledger fields
-repair()
-for i = 1, #ARGV do
+-- ARGV: 1 ttl (for the twins), then ledger fields
+repair(ARGV[1])
+for i = 2, #ARGV do
   redis.call('HDEL', KEYS[K_LG], ARGV[i])
   redis.call('ZREM', KEYS[K_LGX], ARGV[i])
 end
-return #ARGV
+return #ARGV - 1

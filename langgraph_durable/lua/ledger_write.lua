@@ -5,7 +5,7 @@
 --       reason; the last two empty unless the record being replaced is damaged)
 local denied = fence_denial(ARGV[2])
 if denied then return redis.error_reply(denied) end
-repair()
+repair(ARGV[1])
 for i = 3, #ARGV, 4 do
   local field = ARGV[i]
   if ARGV[i + 3] ~= '' then

@@ -18,7 +18,7 @@ local repaired = repairing(function()
     -- attempt stored the record and failed before indexing it.
     redis.call('ZADD', KEYS[K_WIX], 0, member)
   end
-end)
+end, ARGV[1])
 if not repaired then return redis.error_reply('LGD_REPAIR') end
 touch(ARGV[1])
 return 1

@@ -3,7 +3,7 @@
 -- ARGV: 1 "range": 2 max bound, 3 min bound, 4 limit  (newest first, ZREVRANGEBYLEX)
 --       1 "members": 2.. checkpoint members
 -- Returns: { {keys of the wrong type...}, {member, record or nil, {write member, write
---            record, ...}}, ... }
+--            record, ...}, 1 if the member is indexed but its record is gone else 0}, ... }
 local cps_ok, cp_ok = usable(K_CPS, 'zset'), usable(K_CP, 'hash')
 local writes_ok = usable(K_WIX, 'zset') and usable(K_WR, 'hash')
 local members = {}
@@ -29,6 +29,12 @@ for _, member in ipairs(members) do
       writes[#writes + 1] = values[j - first + 1]
     end
   end
-  out[#out + 1] = {member, cp_ok and redis.call('HGET', KEYS[K_CP], member) or false, writes}
+  local record = cp_ok and redis.call('HGET', KEYS[K_CP], member)
+  -- 1: the index holds a member whose record is gone (the reader drops it from the index)
+  local lost = 0
+  if cp_ok and cps_ok and not record then
+    if ARGV[1] == 'range' or redis.call('ZSCORE', KEYS[K_CPS], member) then lost = 1 end
+  end
+  out[#out + 1] = {member, record or false, writes, lost}
 end
 return out

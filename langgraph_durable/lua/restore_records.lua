@@ -4,7 +4,7 @@
 --       entries, then C triples (checkpoint member, record, run id), then W pairs
 --       (write member, record), then L pairs (ledger field, record), then pairs
 --       (blob field, record)
-repair()
+repair(ARGV[1])
 local c, w, l = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local i = 5
 for _ = 1, c do
