@@ -1123,7 +1123,8 @@ class SaverCore:
         if not doomed or not steps or not all(isinstance(s, int) for s in steps):
             return
         oldest = min(steps)  # type: ignore[type-var]
-        _, _, flat = yield Script("ledger_read", tk.with_twins(), ["-", "+", "fields"])
+        # also the fields of records whose index member was lost
+        _, _, flat, _ = yield Script("ledger_read", tk.with_twins(), ["-", "+", "fields", ""])
         stale = []
         for raw in flat:
             try:

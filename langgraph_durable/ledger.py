@@ -293,10 +293,15 @@ class ToolLedger:
 
     # -- plans ----------------------------------------------------------------------
     def _read(
-        self, thread_id: str, bounds: tuple[str, str]
-    ) -> Plan[tuple[list[LedgerEntry], bool]]:
+        self, thread_id: str, bounds: tuple[str, str], prefix: str = ""
+    ) -> Plan[tuple[list[LedgerEntry], bool, list[bytes]]]:
+        """Entries within ``bounds`` (whose fields start with ``prefix``), also those whose
+        index member was lost; whether the ledger was ever damaged; the fields of those
+        the index lost (``_load`` re-indexes them)."""
         tk = self._keys.thread(thread_id)
-        wrongtype, damaged, flat = yield Script("ledger_read", tk.with_twins(), list(bounds))
+        wrongtype, damaged, flat, unindexed = yield Script(
+            "ledger_read", tk.with_twins(), [*bounds, "", prefix]
+        )
         if wrongtype:
             logger.error(
                 "langgraph-durable: ledger keys of thread %r hold the wrong type: %s",
@@ -309,7 +314,15 @@ class ToolLedger:
                 entries.append(self._open(thread_id, flat[i], flat[i + 1] or None))
             except (ValueError, UnicodeDecodeError):  # not a field we wrote
                 logger.error("langgraph-durable: malformed ledger field %r", flat[i])
-        return entries, bool(damaged)
+        if unindexed:
+            logger.error(
+                "langgraph-durable: the ledger index of thread %r lost %d entries whose "
+                "records are still there (eviction, a bad restore?): read from the records",
+                thread_id,
+                len(unindexed),
+            )
+            entries.sort(key=lambda e: e.field)  # in index order, as if nothing was lost
+        return entries, bool(damaged), list(unindexed)
 
     def _write(
         self,
@@ -333,9 +346,14 @@ class ToolLedger:
         yield from self.saver.core.replicated(tk)
 
     def _load(self, ctx: _TaskContext, site: _Site) -> Plan[None]:
-        entries, damaged = yield from self._read(
-            site.thread_id, self._keys.ledger_task_range(site.task_prefix)
+        entries, damaged, unindexed = yield from self._read(
+            site.thread_id, self._keys.ledger_task_range(site.task_prefix), site.task_prefix
         )
+        if unindexed:  # put the index back together (an empty record re-indexes a field)
+            token = held_token(self._keys.prefix, site.thread_id)
+            args: list[Any] = [self.saver.core._ttl_arg, token]
+            args += [x for field in unindexed for x in (field, "", "", "")]
+            yield Script("ledger_write", self._keys.thread(site.thread_id).with_twins(), args)
         ctx.entries = {e.field: e for e in entries}
         ctx.ledger_damaged = damaged
         for e in entries:
@@ -785,11 +803,11 @@ class ToolLedger:
     # -- inspection -----------------------------------------------------------------
     def entries(self, thread_id: str) -> list[LedgerEntry]:
         """Every ledger entry of a thread, in task and position order (damaged ones too)."""
-        entries, _ = self.saver._drive_sync(self._read(str(thread_id), ("-", "+")))
+        entries, _, _ = self.saver._drive_sync(self._read(str(thread_id), ("-", "+")))
         return entries
 
     async def aentries(self, thread_id: str) -> list[LedgerEntry]:
-        entries, _ = await self.saver._drive_async(self._read(str(thread_id), ("-", "+")))
+        entries, _, _ = await self.saver._drive_async(self._read(str(thread_id), ("-", "+")))
         return entries
 
     def middleware(self) -> Any:

@@ -168,6 +168,97 @@ def test_the_decision_is_the_policy_and_the_ttl() -> None:
     assert hazards.policy_of({}) is None
 
 
+# -- 2. partial loss of a thread's keys never makes the ledger forget a recorded call --------
+class Crash(BaseException):
+    """The process dies here: nothing after it runs, nothing catches it."""
+
+
+LEDGER_CONFIG = {"configurable": {"thread_id": "t"}}
+
+
+def crash_after_round_0(ledger: ToolLedger, calls: list[str]) -> Callable[[Any, Any], Any]:
+    """A wrap_tool_call that counts the tools that really run and dies once round 0's
+    three results are recorded, before LangGraph saves the task's writes."""
+    crashed: list[bool] = []
+    lock = threading.Lock()
+    recorded: list[str] = []
+
+    def wrap(request: Any, execute: Any) -> Any:
+        result = ledger.wrap_tool_call(
+            request, lambda r: (calls.append(r.tool_call["name"]), execute(r))[1]
+        )
+        with lock:
+            recorded.append(request.tool_call["name"])
+            last = len(recorded) == 3 and not crashed
+            if last:
+                crashed.append(True)
+        if last:
+            raise Crash("after round 0's results")
+        return result
+
+    return wrap
+
+
+def crashed_agent(
+    saver: RedisSaver, tmp_path: Path, policies: dict[str, Any]
+) -> tuple[Any, list[str], Effects]:
+    effects = Effects(str(tmp_path / "effects"))
+    ledger = ToolLedger(saver, policies=policies)
+    calls: list[str] = []
+    graph = agent_graph(ledger, effects, wrap=crash_after_round_0(ledger, calls)).compile(
+        checkpointer=saver
+    )
+    with pytest.raises(Crash):
+        graph.invoke(START_INPUT, LEDGER_CONFIG)
+    assert sorted(calls) == ["charge", "create_ticket", "send_email"]
+    return graph, calls, effects
+
+
+def test_a_lost_ledger_index_still_replays_the_recorded_results(
+    saver: RedisSaver, redis_client: redis.Redis, redis_url: str, tmp_path: Path
+) -> None:
+    with RedisSaver.from_conn_string(redis_url, key_prefix=saver.key_prefix + "ref") as other:
+        reference = normalized(
+            agent_graph(ToolLedger(other), Effects(str(tmp_path / "ref")))
+            .compile(checkpointer=other)
+            .invoke(START_INPUT, {"configurable": {"thread_id": "ref"}})["messages"]
+        )
+        other.delete_thread("ref")
+    everything_fails = dict.fromkeys(("charge", "send_email", "create_ticket"), "fail")
+    graph, calls, effects = crashed_agent(saver, tmp_path, everything_fails)
+    tk = saver.keys.thread("t")
+    assert redis_client.delete(tk.lgx) == 1  # evicted: the records stay
+    out = graph.invoke(None, LEDGER_CONFIG)
+    assert normalized(out["messages"]) == reference
+    assert len(calls) == 9, "round 0's calls were replayed from their records, not re-run"
+    assert [e["tool"] for e in effects.lines() if e["kind"] == "effect"].count("charge") == 3
+    assert redis_client.zcard(tk.lgx) == redis_client.hlen(tk.lg) == 9  # index repaired
+
+
+@pytest.mark.parametrize("policy", ["fail", "escalate"])
+def test_lost_ledger_records_are_unknown_outcomes_never_a_silent_rerun(
+    saver: RedisSaver, redis_client: redis.Redis, tmp_path: Path, policy: str
+) -> None:
+    policies = dict.fromkeys(("charge", "send_email", "create_ticket"), policy)
+    graph, calls, effects = crashed_agent(saver, tmp_path, policies)
+    assert redis_client.delete(saver.keys.thread("t").lg) == 1  # evicted: the index stays
+    if policy == "fail":
+        with pytest.raises(ToolOutcomeUnknownError, match="damaged"):
+            graph.invoke(None, LEDGER_CONFIG)
+        assert len(calls) == 3, "no call ran again"
+        return
+    asked = []
+    out = graph.invoke(None, LEDGER_CONFIG)
+    while out.get("__interrupt__"):
+        (pending,) = out["__interrupt__"]
+        asked.append(pending.value["name"])
+        out = graph.invoke(Command(resume=answer(pending.value, effects)), LEDGER_CONFIG)
+    assert asked == ["charge", "send_email", "create_ticket"]  # each asked about
+    assert len(calls) == 9, "round 0 was answered from the effects (skip), not re-run"
+    for tool_name in ("charge", "send_email", "create_ticket"):
+        assert [e["tool"] for e in effects.lines() if e["kind"] == "effect"].count(tool_name) == 3
+
+
 # -- 3. a write whose parent checkpoint is gone is refused, typed ---------------------------
 def thread_snapshot(client: redis.Redis, saver: RedisSaver, thread: str) -> dict[bytes, Any]:
     """Every key of a thread: its type, its whole content and whether it has a TTL."""

@@ -1,19 +1,33 @@
 -- Read tool-call ledger entries: one task's (a ZRANGEBYLEX range of the index) or all.
+-- Either half of an entry (its index member, its record) is enough to know the call
+-- started: when the index and the hash differ in size (one was evicted, a bad restore),
+-- the hash's fields in range are read as well, and those the index lacks are returned too.
 -- KEYS: ThreadKeys.with_twins (see _prelude.lua); read only
--- ARGV: 1 min, 2 max (ZRANGEBYLEX bounds), 3 optional "fields" to skip the records
+-- ARGV: 1 min, 2 max (ZRANGEBYLEX bounds), 3 "fields" to skip the records, or "",
+--       4 the prefix every field within the bounds starts with ("" for all)
 -- Returns { {keys of the wrong type...}, damaged (1 if a ledger key was ever moved
--- aside as damaged, so entries may be missing), {field, record or false, ...} }
--- (with "fields": just {field, ...})
+-- aside as damaged, so entries may be missing), {field, record or false, ...},
+-- {fields of records the index lacks} } (with "fields": {field, ...} for the third)
 local index_ok = usable(K_LGX, 'zset')
 local hash_ok = usable(K_LG, 'hash')
 local damaged = 0
 if redis.call('EXISTS', KEYS[TWIN + K_LG], KEYS[TWIN + K_LGX]) > 0 then damaged = 1 end
-if not (index_ok and hash_ok) then return {wrongtype, 1, {}} end
+if not (index_ok and hash_ok) then return {wrongtype, 1, {}, {}} end
 local fields = redis.call('ZRANGEBYLEX', KEYS[K_LGX], ARGV[1], ARGV[2])
-if ARGV[3] == 'fields' then return {wrongtype, damaged, fields} end
+local unindexed = {}
+if redis.call('ZCARD', KEYS[K_LGX]) ~= redis.call('HLEN', KEYS[K_LG]) then
+  local prefix = ARGV[4] or ''
+  for _, field in ipairs(redis.call('HKEYS', KEYS[K_LG])) do
+    if string.sub(field, 1, #prefix) == prefix and not redis.call('ZSCORE', KEYS[K_LGX], field) then
+      unindexed[#unindexed + 1] = field
+      fields[#fields + 1] = field
+    end
+  end
+end
+if ARGV[3] == 'fields' then return {wrongtype, damaged, fields, unindexed} end
 local out = {}
 for i = 1, #fields do  -- HGET each: unpack() of a long thread's fields would overflow
   out[#out + 1] = fields[i]
   out[#out + 1] = redis.call('HGET', KEYS[K_LG], fields[i])
 end
-return {wrongtype, damaged, out}
+return {wrongtype, damaged, out, unindexed}

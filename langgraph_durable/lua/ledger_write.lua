@@ -2,20 +2,28 @@
 -- A record being replaced that was found damaged is kept in the quarantine hash first.
 -- KEYS: ThreadKeys.with_twins (see _prelude.lua)
 -- ARGV: 1 ttl, 2 fencing token or "", then quadruples (field, record, quarantine field,
---       reason; the last two empty unless the record being replaced is damaged)
+--       reason; the last two empty unless the record being replaced is damaged). An empty
+--       record re-indexes the field's record, if it is still there (ledger_read found
+--       it missing from the index).
 local denied = fence_denial(ARGV[2])
 if denied then return redis.error_reply(denied) end
 repair(ARGV[1])
 for i = 3, #ARGV, 4 do
   local field = ARGV[i]
-  if ARGV[i + 3] ~= '' then
-    local old = redis.call('HGET', KEYS[K_LG], field)
-    if old then
-      redis.call('HSET', KEYS[K_QT], ARGV[i + 2], cmsgpack.pack({ARGV[i + 3], old}))
+  if ARGV[i + 1] == '' then
+    if redis.call('HEXISTS', KEYS[K_LG], field) == 1 then
+      redis.call('ZADD', KEYS[K_LGX], 0, field)
     end
+  else
+    if ARGV[i + 3] ~= '' then
+      local old = redis.call('HGET', KEYS[K_LG], field)
+      if old then
+        redis.call('HSET', KEYS[K_QT], ARGV[i + 2], cmsgpack.pack({ARGV[i + 3], old}))
+      end
+    end
+    redis.call('HSET', KEYS[K_LG], field, ARGV[i + 1])
+    redis.call('ZADD', KEYS[K_LGX], 0, field)
   end
-  redis.call('HSET', KEYS[K_LG], field, ARGV[i + 1])
-  redis.call('ZADD', KEYS[K_LGX], 0, field)
 end
 touch(ARGV[1])
 return 1
