@@ -142,16 +142,21 @@ def test_without_config_permission_setup_says_at_debug_level_it_could_not_check(
     assert "could not check" in message and "no permissions" in message
 
 
-def test_on_a_cluster_every_primary_is_checked(
-    cluster_url: str, fresh_warnings: None, caplog: pytest.LogCaptureFixture
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+async def test_on_a_cluster_every_primary_is_checked(
+    cluster_url: str, fresh_warnings: None, caplog: pytest.LogCaptureFixture, flavour: str
 ) -> None:
     client = redis.cluster.RedisCluster.from_url(cluster_url)
     url_port = int(cluster_url.rsplit(":", 1)[1])
     node = next(n for n in client.get_primaries() if n.port != url_port)  # not the URL's
     client.config_set("maxmemory-policy", "allkeys-lru", target_nodes=node)
     try:
-        with RedisSaver.from_conn_string(cluster_url, cluster=True):
-            pass
+        if flavour == "sync":
+            with RedisSaver.from_conn_string(cluster_url, cluster=True):
+                pass
+        else:
+            async with AsyncRedisSaver.from_conn_string(cluster_url, cluster=True):
+                pass
     finally:
         client.config_set("maxmemory-policy", "noeviction", target_nodes=node)
         client.close()
