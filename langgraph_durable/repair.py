@@ -56,7 +56,7 @@ def repair(core: SaverCore, thread_id: str) -> Plan[RepairReport]:
         args += [kind, field_, core.keys.quarantine_field(kind, field_), reason]
         result.moved.append((kind, field_, reason))
     if args:
-        yield Script("quarantine", tk.with_twins(), args)
+        yield Script("quarantine", tk.with_twins(), [core._ttl_arg, *args])
     return result
 
 
