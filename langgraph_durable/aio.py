@@ -19,7 +19,6 @@ from langgraph.checkpoint.base import (
 )
 
 from langgraph_durable import lease, scripts
-from langgraph_durable.resign import ResignReport, resign_threads
 from langgraph_durable.base import (
     NOSCRIPT,
     BaseRedisSaver,
@@ -39,6 +38,7 @@ from langgraph_durable.core import (
     VerifyReport,
     WaitReplicas,
 )
+from langgraph_durable.resign import ResignReport, resign_threads
 
 AsyncClient = redis.asyncio.Redis | redis.asyncio.cluster.RedisCluster
 R = TypeVar("R")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import logging
 import random
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Sequence
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from typing import Any
 

@@ -42,7 +42,9 @@ class ResignReport:
 def resign_thread(core: SaverCore, thread_id: str, *, from_unsigned: bool) -> Plan[ResignReport]:
     tk = core.keys.thread(thread_id)
     report = ResignReport(tk.thread_id)
-    replies = yield Batch([("HGETALL", getattr(tk, kind)) for kind in _HASHES], errors_as_values=True)
+    replies = yield Batch(
+        [("HGETALL", getattr(tk, kind)) for kind in _HASHES], errors_as_values=True
+    )
     checksum_only = Envelope(None, core.envelope.key_prefix) if from_unsigned else None
     pending: list[Any] = []
     for kind, records in zip(_HASHES, replies):

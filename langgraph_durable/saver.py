@@ -19,7 +19,6 @@ from langgraph.checkpoint.base import (
 )
 
 from langgraph_durable import scripts
-from langgraph_durable.resign import ResignReport, resign_threads
 from langgraph_durable.base import (
     NOSCRIPT,
     BaseRedisSaver,
@@ -39,6 +38,7 @@ from langgraph_durable.core import (
     VerifyReport,
     WaitReplicas,
 )
+from langgraph_durable.resign import ResignReport, resign_threads
 
 SyncClient = redis.Redis | redis.cluster.RedisCluster
 

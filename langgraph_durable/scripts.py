@@ -76,7 +76,9 @@ def server_version(info: Any) -> tuple[int, ...] | None:
     maps each node to its own), or None if it says none."""
     if not isinstance(info, dict):
         return None
-    replies = [info] if "redis_version" in info else [v for v in info.values() if isinstance(v, dict)]
+    replies = (
+        [info] if "redis_version" in info else [v for v in info.values() if isinstance(v, dict)]
+    )
     versions = []
     for reply in replies:
         text = reply.get("redis_version")

@@ -29,8 +29,17 @@ def cfg(thread_id: str, checkpoint_id: str | None = None) -> dict[str, Any]:
 @pytest.fixture(params=["allkeys-lru", "allkeys-random"])
 def evicting_server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Server]:
     server = start_server(
-        str(tmp_path), "--save", "", "--appendonly", "no", "--maxmemory", "4mb",
-        "--maxmemory-policy", request.param, "--maxmemory-samples", "10",
+        str(tmp_path),
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--maxmemory",
+        "4mb",
+        "--maxmemory-policy",
+        request.param,
+        "--maxmemory-samples",
+        "10",
     )
     yield server
     server.stop()

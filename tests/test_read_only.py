@@ -25,8 +25,15 @@ def cfg(thread_id: str) -> dict[str, Any]:
 @pytest.fixture
 def small_server(tmp_path: Path) -> Iterator[Server]:
     server = start_server(
-        str(tmp_path), "--save", "", "--appendonly", "no", "--maxmemory", "8mb",
-        "--maxmemory-policy", "noeviction",
+        str(tmp_path),
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--maxmemory",
+        "8mb",
+        "--maxmemory-policy",
+        "noeviction",
     )
     yield server
     server.stop()
@@ -91,8 +98,14 @@ def test_reads_work_on_a_read_only_replica(tmp_path: Path) -> None:
         str(tmp_path / "p"), "--save", "", "--appendonly", "no", "--repl-diskless-sync-delay", "0"
     )
     replica = start_server(
-        str(replica_dir), "--save", "", "--appendonly", "no",
-        "--replicaof", "127.0.0.1", str(primary.port),
+        str(replica_dir),
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--replicaof",
+        "127.0.0.1",
+        str(primary.port),
     )
     replica_client = redis.Redis.from_url(replica.url)
     try:
@@ -125,8 +138,20 @@ def test_reads_work_for_a_read_only_acl_user(redis_url: str, key_prefix: str) ->
         pytest.skip("read-only key permissions (%R~) need Redis 7")
     user = f"reader-{key_prefix}"
     admin.execute_command(
-        "ACL", "SETUSER", user, "on", ">reader-password", "resetkeys", f"%R~{key_prefix}:*",
-        "-@all", "+@read", "+evalsha_ro", "+script|load", "+info", "+ping", "+hello",
+        "ACL",
+        "SETUSER",
+        user,
+        "on",
+        ">reader-password",
+        "resetkeys",
+        f"%R~{key_prefix}:*",
+        "-@all",
+        "+@read",
+        "+evalsha_ro",
+        "+script|load",
+        "+info",
+        "+ping",
+        "+hello",
     )
     try:
         with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as saver:

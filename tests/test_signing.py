@@ -38,7 +38,9 @@ def test_a_record_copied_into_another_prefix_is_rejected(
     other_prefix = key_prefix + "-other"
     try:
         with (
-            RedisSaver.from_conn_string(redis_url, key_prefix=other_prefix, signing_key=NEW_KEY) as b,
+            RedisSaver.from_conn_string(
+                redis_url, key_prefix=other_prefix, signing_key=NEW_KEY
+            ) as b,
             RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix, signing_key=NEW_KEY) as a,
         ):
             react_graph(1).compile(checkpointer=b).invoke(react_input("from b"), cfg("t"))
@@ -93,7 +95,9 @@ def test_turning_signing_on_over_unsigned_data_raises_then_resign_from_unsigned(
     with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as plain:
         react_graph(2).compile(checkpointer=plain).invoke(react_input("x"), cfg("t"))
         expected = messages(plain, "t")
-    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix, signing_key=NEW_KEY) as signed:
+    with RedisSaver.from_conn_string(
+        redis_url, key_prefix=key_prefix, signing_key=NEW_KEY
+    ) as signed:
         # Not silently empty: the read says what is wrong and how to fix it.
         with pytest.raises(UnreadableThreadError, match="resign"):
             signed.get_tuple(cfg("t"))
@@ -124,7 +128,9 @@ def test_records_of_the_previous_format_read_and_resign_to_the_current_one(
             for field, record in records.items():
                 identity = saver.keys.identity(kind, "t", field)
                 body = bytes(envelope.open(identity, record))
-                redis_client.hset(getattr(saver.keys.thread("t"), kind), field, seal_v1(identity, body))
+                redis_client.hset(
+                    getattr(saver.keys.thread("t"), kind), field, seal_v1(identity, body)
+                )
         assert messages(saver, "t") == expected
         (report,) = saver.resign("t")
         assert report.ok and report.current == 0 and report.resigned > 0

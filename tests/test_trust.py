@@ -49,7 +49,9 @@ def code_running_payload(marker: Path) -> bytes:
     return ormsgpack.packb(ormsgpack.Ext(0, call))
 
 
-def forge_newest_value(saver: RedisSaver, client: redis.Redis, thread_id: str, payload: bytes) -> str:
+def forge_newest_value(
+    saver: RedisSaver, client: redis.Redis, thread_id: str, payload: bytes
+) -> str:
     """Overwrite the newest checkpoint's "note" value with a record whose checksum is valid
     (anyone who can write to Redis can compute an xxh3) but whose body is ``payload``."""
     newest = saver.get_tuple(cfg(thread_id))
@@ -110,7 +112,9 @@ def test_pickle_and_json_records_are_refused_by_the_default_serializer(
         for type_ in ("pickle", "json"):
             record = saver.core._seal("bl", "t", field, [type_, b'"x"'])
             redis_client.hset(saver.keys.thread("t").bl, field, record)
-            with pytest.raises(CheckpointCorruptedError, match=f"refused serialization type '{type_}'"):
+            with pytest.raises(
+                CheckpointCorruptedError, match=f"refused serialization type '{type_}'"
+            ):
                 saver.get_tuple(cfg("t", newest.checkpoint["id"]))
 
 
@@ -184,9 +188,10 @@ def test_a_permissive_serializer_without_signing_key_is_warned_about(
 ) -> None:
     from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-    with caplog.at_level(logging.WARNING, logger="langgraph_durable"):
-        with RedisSaver.from_conn_string(
-            redis_url, key_prefix=key_prefix, serde=JsonPlusSerializer(allowed_msgpack_modules=True)
-        ):
-            pass
+    permissive = JsonPlusSerializer(allowed_msgpack_modules=True)
+    with (
+        caplog.at_level(logging.WARNING, logger="langgraph_durable"),
+        RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix, serde=permissive),
+    ):
+        pass
     assert "can make readers run code" in caplog.text
