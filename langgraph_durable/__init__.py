@@ -12,6 +12,7 @@ from langgraph_durable.errors import (
     CheckpointLostError,
     ConfigurationError,
     DurableError,
+    EventLoopError,
     InvalidConfigError,
     LeaseHeldError,
     LeaseLostError,
@@ -20,6 +21,7 @@ from langgraph_durable.errors import (
     ToolCallDivergedError,
     ToolOutcomeUnknownError,
     UnreadableThreadError,
+    ValueTooLargeError,
 )
 from langgraph_durable.lease import Lease
 from langgraph_durable.ledger import EscalationAnswer, LedgerEntry, ToolLedger, idempotency_key
@@ -33,6 +35,7 @@ __all__ = [
     "ConfigurationError",
     "DurableError",
     "EscalationAnswer",
+    "EventLoopError",
     "Finding",
     "InvalidConfigError",
     "Lease",
@@ -49,6 +52,7 @@ __all__ = [
     "ToolLedger",
     "ToolOutcomeUnknownError",
     "UnreadableThreadError",
+    "ValueTooLargeError",
     "VerifyReport",
     "idempotency_key",
 ]

@@ -18,14 +18,13 @@ from langgraph.checkpoint.base import (
     DeltaChannelHistory,
 )
 
-from langgraph_durable import lease, scripts
+from langgraph_durable import connect, lease, scripts
 from langgraph_durable.base import (
     NOSCRIPT,
     BaseRedisSaver,
     batch_commands,
     batch_replies,
     check_client,
-    client_retry,
     script_reply,
 )
 from langgraph_durable.core import (
@@ -38,6 +37,7 @@ from langgraph_durable.core import (
     VerifyReport,
     WaitReplicas,
 )
+from langgraph_durable.errors import EventLoopError
 from langgraph_durable.resign import ResignReport, resign_threads
 
 AsyncClient = redis.asyncio.Redis | redis.asyncio.cluster.RedisCluster
@@ -65,23 +65,21 @@ class AsyncRedisSaver(BaseRedisSaver):
     @classmethod
     @asynccontextmanager
     async def from_conn_string(
-        cls, url: str, *, cluster: bool = False, max_connections: int = 100, **options: Any
+        cls, url: str, *, cluster: bool = False, max_connections: int = 100, **kwargs: Any
     ) -> AsyncIterator[AsyncRedisSaver]:
         """A ready saver on a new connection pool to ``url``, closed on exit.
 
         Many concurrent graphs share the pool: a call waits for a free connection (up to
-        20 s) rather than failing, as redis-py's default asyncio pool does past its size.
+        20 s, or ``timeout=``) rather than failing, as redis-py's default asyncio pool does
+        past its size. Keywords are split as in ``RedisSaver.from_conn_string``: saver
+        options configure the saver, every other keyword (``ssl_ca_certs``,
+        ``socket_timeout``, ``username``, ``password``, ``retry``...) goes to redis-py, and
+        one redis-py does not take raises ``ConfigurationError`` naming it.
         """
-        client: AsyncClient
-        if cluster:
-            client = redis.asyncio.cluster.RedisCluster.from_url(
-                url, max_connections=max_connections, retry=client_retry(asyncio=True)
-            )
-        else:
-            pool = redis.asyncio.BlockingConnectionPool.from_url(
-                url, max_connections=max_connections, timeout=20, retry=client_retry(asyncio=True)
-            )
-            client = redis.asyncio.Redis.from_pool(pool)
+        options, client_options = connect.split_options(cls, kwargs)
+        client = connect.async_client(
+            cls, url, cluster=cluster, max_connections=max_connections, options=client_options
+        )
         try:
             saver = cls(client, **options)
             await saver.asetup()
@@ -166,27 +164,19 @@ class AsyncRedisSaver(BaseRedisSaver):
             reply = await self._execute(op)
 
     def _run_sync(self, coro: Coroutine[Any, Any, R]) -> R:
-        if self.loop is None:
+        """Run ``coro`` on the saver's loop from another thread and wait for its result.
+
+        Raises EventLoopError at once where it could never finish: no loop yet, a loop
+        that is closed or not running (nothing would ever run the call), or a call from
+        the loop's own thread (it would wait for itself)."""
+        loop = self.loop
+        problem = _loop_problem(loop)
+        if problem is not None or loop is None:
             coro.close()
-            raise asyncio.InvalidStateError(
-                "AsyncRedisSaver has no event loop yet: create it inside a running loop "
-                "or call asetup() first"
-            )
-        try:
-            if asyncio.get_running_loop() is self.loop:
-                coro.close()
-                raise asyncio.InvalidStateError(
-                    "Synchronous calls to AsyncRedisSaver are only allowed from a different "
-                    "thread. From the main thread, use the async interface (e.g. "
-                    "`await graph.ainvoke(...)`), or use RedisSaver."
-                )
-        except RuntimeError:
-            pass
+            raise EventLoopError(problem or "no event loop")
         # The coroutine runs on the loop's thread: carry the caller's leases along.
         held = lease.current_leases()
-        return asyncio.run_coroutine_threadsafe(
-            lease.in_lease_context(held, coro), self.loop
-        ).result()
+        return asyncio.run_coroutine_threadsafe(lease.in_lease_context(held, coro), loop).result()
 
     # the ledger drives its plans through these, from sync and from async code
     def _drive_sync(self, plan: Plan[Any]) -> Any:
@@ -316,3 +306,30 @@ class AsyncRedisSaver(BaseRedisSaver):
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
         return self._run_sync(self.aget_delta_channel_history(config=config, channels=channels))
+
+
+def _loop_problem(loop: asyncio.AbstractEventLoop | None) -> str | None:
+    """Why a sync call cannot run on ``loop`` from the calling thread, or None."""
+    if loop is None:
+        return (
+            "AsyncRedisSaver has no event loop yet: create it inside a running loop "
+            "or call asetup() first"
+        )
+    if loop.is_closed() or not loop.is_running():
+        return (
+            f"the event loop of this AsyncRedisSaver is "
+            f"{'closed' if loop.is_closed() else 'not running'}, so a synchronous call would "
+            "wait forever: make synchronous calls from another thread while the loop the "
+            "saver was set up on runs, use the async methods, or use RedisSaver"
+        )
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if running is loop:
+        return (
+            "Synchronous calls to AsyncRedisSaver are only allowed from a different "
+            "thread. From the main thread, use the async interface (e.g. "
+            "`await graph.ainvoke(...)`), or use RedisSaver."
+        )
+    return None

@@ -28,6 +28,7 @@ from langgraph.checkpoint.base import (
     get_serializable_checkpoint_metadata,
 )
 
+from langgraph_durable import inputs
 from langgraph_durable.envelope import Envelope
 from langgraph_durable.errors import (
     CheckpointCorruptedError,
@@ -39,6 +40,7 @@ from langgraph_durable.errors import (
     RecordDamagedError,
     UnreadableThreadError,
 )
+from langgraph_durable.inputs import configurable
 from langgraph_durable.keys import SEP, KeySchema, ThreadKeys
 from langgraph_durable.lease import held_token
 from langgraph_durable.serde import accepted_types, load
@@ -224,18 +226,6 @@ MALFORMED = "malformed index member"
 MISSING_RECORD = "missing record"
 
 
-def configurable(config: RunnableConfig | None) -> Mapping[str, Any]:
-    conf = (config or {}).get("configurable")
-    if not isinstance(conf, Mapping) or "thread_id" not in conf:
-        raise InvalidConfigError("config['configurable']['thread_id'] is required")
-    thread_id = conf["thread_id"]
-    if not isinstance(thread_id, (str, int)) or isinstance(thread_id, bool):
-        raise InvalidConfigError(
-            f"thread_id must be a str (or int), got {type(thread_id).__name__}"
-        )
-    return conf
-
-
 def _thread_id(conf: Mapping[str, Any]) -> str:
     return str(conf["thread_id"])
 
@@ -276,16 +266,35 @@ class SaverCore:
         self.ttl = ttl
         self.recovery_reports: dict[tuple[str, str], RecoveryReport] = {}
         self._newest_versions = _NewestVersions()
+        self.max_record_bytes = inputs.MAX_RECORD_BYTES  # Redis's proto-max-bulk-len
 
     @property
     def _ttl_arg(self) -> int:
         return int(self.ttl) if self.ttl else 0
 
     # -- sealing and opening records -------------------------------------------------
-    def _seal(self, kind: str, thread_id: str, field_: str, body: list[Any]) -> bytes:
-        return self.envelope.seal(
+    def _seal(
+        self, kind: str, thread_id: str, field_: str, body: list[Any], what: str = ""
+    ) -> bytes:
+        """The record of ``body``; with ``what`` (naming it) a record Redis would refuse
+        as too large raises ValueTooLargeError instead."""
+        record = self.envelope.seal(
             KeySchema.identity(kind, thread_id, field_), msgpack.packb(body, use_bin_type=True)
         )
+        if what:
+            inputs.record_size(
+                len(record), thread_id=thread_id, what=what, limit=self.max_record_bytes
+            )
+        return record
+
+    def _seal_value(
+        self, kind: str, thread_id: str, field_: str, head: list[Any], value: Any, what: str
+    ) -> bytes:
+        """The record of a serialized value; one that is too large on its own is refused
+        before it is copied into a record."""
+        type_, data = self.serde.dumps_typed(value) if value is not _NO_VALUE else (EMPTY, b"")
+        inputs.record_size(len(data), thread_id=thread_id, what=what, limit=self.max_record_bytes)
+        return self._seal(kind, thread_id, field_, [*head, type_, data], what)
 
     def _open(self, kind: str, thread_id: str, field_: str, record: bytes | None) -> list[Any]:
         body = self.envelope.open(KeySchema.identity(kind, thread_id, field_), record)
@@ -310,9 +319,9 @@ class SaverCore:
         type_, data = self._open(kind, thread_id, field_, record)
         return _NO_VALUE if type_ == EMPTY else self.load_value(type_, data)
 
-    def _blob_record(self, thread_id: str, blob_field: str, value: Any) -> bytes:
-        type_, data = self.serde.dumps_typed(value) if value is not _NO_VALUE else (EMPTY, b"")
-        return self._seal("bl", thread_id, blob_field, [type_, data])
+    def _blob_record(self, thread_id: str, blob_field: str, channel: str, value: Any) -> bytes:
+        what = f"the value of channel {channel!r}"
+        return self._seal_value("bl", thread_id, blob_field, [], value, what)
 
     # -- put ---------------------------------------------------------------------------
     def put(
@@ -326,6 +335,9 @@ class SaverCore:
         thread_id = _thread_id(conf)
         ns = conf.get("checkpoint_ns", "")
         parent_id = conf.get("checkpoint_id")
+        inputs.text(checkpoint["id"], "checkpoint['id']")
+        for channel in new_versions:
+            inputs.text(channel, "a channel name in new_versions")
         tk = self.keys.thread(thread_id)
         stored = dict(checkpoint)
         values: dict[str, Any] = stored.pop("channel_values", {})
@@ -336,6 +348,7 @@ class SaverCore:
             thread_id,
             member,
             [parent_id, *self.serde.dumps_typed(stored), *self.serde.dumps_typed(meta)],
+            f"checkpoint {checkpoint['id']!r} (with its metadata)",
         )
         upper, lower = self.keys.namespace_range(ns) if self.keep_last else ("", "")
         # With a parent, the script refuses to build on it once it is gone (CheckpointLostError)
@@ -360,7 +373,10 @@ class SaverCore:
             *kept,
         ]
         blobs = [  # only changed channels are written
-            (blob_field, self._blob_record(thread_id, blob_field, values.get(channel, _NO_VALUE)))
+            (
+                blob_field,
+                self._blob_record(thread_id, blob_field, channel, values.get(channel, _NO_VALUE)),
+            )
             for channel, version in new_versions.items()
             for blob_field in (self.keys.blob_field(ns, channel, version),)
         ]
@@ -405,16 +421,20 @@ class SaverCore:
         checkpoint_id = conf.get("checkpoint_id")
         if not checkpoint_id:
             raise InvalidConfigError("put_writes needs config['configurable']['checkpoint_id']")
+        inputs.text(task_id, "task_id")
+        inputs.text(task_path, "task_path")
         tk = self.keys.thread(thread_id)
         args: list[Any] = [self._ttl_arg, held_token(self.keys.prefix, thread_id)]
         for idx, (channel, value) in enumerate(writes):
+            inputs.text(channel, f"the channel of pending write {idx} of task {task_id!r}")
             special = channel in WRITES_IDX_MAP
             member = self.keys.write_member(
                 ns, checkpoint_id, task_path, task_id, WRITES_IDX_MAP[channel] if special else idx
             )
+            what = f"the pending write to channel {channel!r} of task {task_id!r}"
             args += [
                 member,
-                self._seal("wr", thread_id, member, [channel, *self.serde.dumps_typed(value)]),
+                self._seal_value("wr", thread_id, member, [channel], value, what),
                 "1" if special else "0",
             ]
         if len(args) > 2:
@@ -876,7 +896,7 @@ class SaverCore:
                 if remaining[0] is not None and remaining[0] <= 0:
                     return
             return
-        conf = configurable(config)
+        conf = configurable(config, any_namespace=True)
         yield from self._list_thread(
             _thread_id(conf),
             conf.get("checkpoint_ns"),
@@ -896,7 +916,10 @@ class SaverCore:
         remaining: list[int | None],
     ) -> Plan[None]:
         tk = self.keys.thread(thread_id)
-        before_id = (before or {}).get("configurable", {}).get("checkpoint_id") if before else None
+        before_id = inputs.optional_id(
+            (before or {}).get("configurable", {}).get("checkpoint_id") if before else None,
+            "before['configurable']['checkpoint_id']",
+        )
 
         def wanted(d: _Decoded) -> bool:
             return not filter or all(d.metadata.get(k) == v for k, v in filter.items())

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 
 class DurableError(Exception):
     """Base class of every langgraph-durable error."""
@@ -75,7 +77,35 @@ class ConfigurationError(DurableError, ValueError):
 
 
 class InvalidConfigError(DurableError, ValueError):
-    """A RunnableConfig passed to the saver lacks what the operation needs."""
+    """A RunnableConfig (or an id) passed to the saver lacks what the operation needs, or
+    holds a value the saver cannot store: a wrong type, or a string with a lone surrogate
+    (``"\\ud800"``), which has no UTF-8 form and so cannot be part of a Redis key."""
+
+
+class ValueTooLargeError(DurableError, ValueError):
+    """A value would make a record larger than Redis accepts for one value
+    (``proto-max-bulk-len``, 512 MB by default); raised before anything is sent.
+
+    ``what`` names the value (the channel, and the task for a pending write),
+    ``size`` is the record's size in bytes (at least) and ``limit`` the limit.
+    """
+
+    def __init__(self, *, thread_id: str, what: str, size: int, limit: int) -> None:
+        super().__init__(
+            f"{what} of thread {thread_id!r} would be a record of {size} bytes (or more), "
+            f"over Redis's limit of {limit} bytes for one value (proto-max-bulk-len); "
+            "nothing of this write was sent"
+        )
+        self.thread_id = thread_id
+        self.what = what
+        self.size = size
+        self.limit = limit
+
+
+class EventLoopError(DurableError, asyncio.InvalidStateError):
+    """A sync call on an ``AsyncRedisSaver`` cannot run on the saver's event loop: it has
+    none yet, the loop is closed or not running (the call would wait forever), or the
+    call comes from the loop's own thread (it would deadlock)."""
 
 
 class ToolOutcomeUnknownError(DurableError):

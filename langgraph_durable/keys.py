@@ -34,6 +34,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from urllib.parse import quote, unquote
 
+from langgraph_durable import inputs
+
 SEP = "\x00"
 _SEP_AFTER = "\x01"  # the smallest string greater than every "... SEP ..." continuation
 _IDX_OFFSET = 2**31  # write indexes are negative for special channels (-1..-4)
@@ -171,6 +173,7 @@ class KeySchema:
         cached = self._threads.get(thread_id)
         if cached is not None:
             return cached
+        inputs.text(thread_id, "thread_id")  # every thread id passes here: no lone surrogates
         base = f"{self.prefix}:{{{escape_thread_id(thread_id)}}}:"
         tk = ThreadKeys(thread_id, *(base + kind for kind in THREAD_KEY_KINDS + LEASE_KEY_KINDS))
         if len(self._threads) >= _THREAD_CACHE_SIZE:

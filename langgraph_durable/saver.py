@@ -18,14 +18,13 @@ from langgraph.checkpoint.base import (
     DeltaChannelHistory,
 )
 
-from langgraph_durable import scripts
+from langgraph_durable import connect, scripts
 from langgraph_durable.base import (
     NOSCRIPT,
     BaseRedisSaver,
     batch_commands,
     batch_replies,
     check_client,
-    client_retry,
     script_reply,
 )
 from langgraph_durable.core import (
@@ -62,15 +61,21 @@ class RedisSaver(BaseRedisSaver):
     @classmethod
     @contextmanager
     def from_conn_string(
-        cls, url: str, *, cluster: bool = False, **options: Any
+        cls, url: str, *, cluster: bool = False, **kwargs: Any
     ) -> Iterator[RedisSaver]:
-        """A ready saver on a new connection to ``url``, closed on exit."""
-        retry = client_retry(asyncio=False)
-        client: SyncClient = (
-            redis.cluster.RedisCluster.from_url(url, retry=retry)
-            if cluster
-            else redis.Redis.from_url(url, retry=retry)
-        )
+        """A ready saver on a new connection to ``url``, closed on exit.
+
+        Keywords that name saver options (``key_prefix``, ``ttl``, ``signing_key``,
+        ``keep_last``, ``serde``, ``wait_for_replicas``, ``replica_timeout``) configure the
+        saver; every other keyword goes to redis-py's ``from_url``: ``ssl_ca_certs``,
+        ``ssl_certfile``, ``ssl_keyfile`` (for ``rediss://`` URLs), ``socket_timeout``,
+        ``username``, ``password``, ``retry``... A keyword redis-py does not take raises
+        ``ConfigurationError`` naming it. Unless given ``retry=``, the client retries
+        dropped connections and timeouts (see ``base.client_retry``). ``cluster=True``
+        connects to a Redis Cluster.
+        """
+        options, client_options = connect.split_options(cls, kwargs)
+        client = connect.sync_client(cls, url, cluster=cluster, options=client_options)
         try:
             saver = cls(client, **options)
             saver.setup()

@@ -1,0 +1,166 @@
+"""How ``from_conn_string`` turns a URL and keyword arguments into a redis-py client.
+
+Owns the split of ``from_conn_string``'s keywords into saver options (the parameters of
+the saver's ``__init__``: ``key_prefix``, ``ttl``, ...) and client options (everything
+else, for redis-py: ``ssl_ca_certs``, ``socket_timeout``, ``username``, ...), and the
+check that redis-py takes every client option. Unchecked, redis-py reports an unknown
+keyword only at the first command, as a TypeError from deep inside it, and the Redis
+Cluster client drops it silently (a misspelt ``ssl_ca_certs`` would go unnoticed).
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import redis
+import redis.asyncio
+import redis.asyncio.cluster
+import redis.asyncio.connection
+import redis.cluster
+import redis.connection
+
+from langgraph_durable.base import client_retry
+from langgraph_durable.errors import ConfigurationError
+
+# Keywords of the saver's __init__ that are not saver options.
+_NOT_OPTIONS = {"self", "client"}
+
+
+def keywords(*classes: type) -> set[str]:
+    """Every keyword the ``__init__`` of ``classes`` and of their bases names (redis-py's
+    connection classes pass the rest of their keywords up to their bases)."""
+    names: set[str] = set()
+    for cls in classes:
+        for klass in cls.__mro__:
+            init = klass.__dict__.get("__init__")
+            if klass is object or init is None:
+                continue
+            names.update(
+                p.name
+                for p in inspect.signature(init).parameters.values()
+                if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+            )
+    return names - {"self"}
+
+
+def split_options(
+    saver_cls: type, options: Mapping[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(saver options, client options) of ``from_conn_string``'s keywords."""
+    saver_names = keywords(saver_cls) - _NOT_OPTIONS
+    saver = {k: v for k, v in options.items() if k in saver_names}
+    client = {k: v for k, v in options.items() if k not in saver_names}
+    return saver, client
+
+
+def _check(
+    client_options: Mapping[str, Any],
+    accepted: set[str],
+    *,
+    client: str,
+    saver_names: Iterable[str],
+    tls_names: Iterable[str] = (),
+) -> None:
+    """ConfigurationError naming each client option not ``accepted`` (with the nearest
+    valid name; ``tls_names`` are options only a ``rediss://`` URL takes)."""
+    unknown = sorted(set(client_options) - accepted)
+    if not unknown:
+        return
+    hints = []
+    for name in unknown:
+        if name in tls_names:
+            hints.append(f"{name!r} (a TLS option: use a rediss:// URL)")
+            continue
+        close = difflib.get_close_matches(name, [*accepted, *saver_names, *tls_names], n=1)
+        hints.append(f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    raise ConfigurationError(
+        f"from_conn_string got the keyword argument{'s' if len(unknown) > 1 else ''} "
+        f"{', '.join(hints)}, which is neither a saver option ({', '.join(sorted(saver_names))}) "
+        f"nor an option {client} accepts"
+    )
+
+
+def _scheme(url: str) -> str:
+    return url.partition("://")[0].lower()
+
+
+def _connection_class(url: str, options: Mapping[str, Any], module: Any) -> type:
+    """The connection class redis-py's ``from_url`` will use for ``url``."""
+    if "connection_class" in options:
+        return options["connection_class"]  # type: ignore[no-any-return]
+    scheme = _scheme(url)
+    if scheme == "rediss":
+        return module.SSLConnection  # type: ignore[no-any-return]
+    if scheme == "unix":
+        return module.UnixDomainSocketConnection  # type: ignore[no-any-return]
+    return module.Connection  # type: ignore[no-any-return]
+
+
+def _with_retry(options: Mapping[str, Any], *, asyncio: bool) -> dict[str, Any]:
+    """``options`` with the saver's default Retry unless the caller passed ``retry``."""
+    return {"retry": client_retry(asyncio=asyncio), **options}
+
+
+def sync_client(
+    saver_cls: type, url: str, *, cluster: bool, options: Mapping[str, Any]
+) -> redis.Redis | redis.cluster.RedisCluster:
+    """A ``redis.Redis`` (or ``RedisCluster``) for ``url`` with the client ``options``."""
+    saver_names = keywords(saver_cls) - _NOT_OPTIONS | {"cluster"}
+    if cluster:
+        # RedisCluster hands its nodes only the keywords it knows and drops the others.
+        allowed = set(getattr(redis.cluster, "REDIS_ALLOWED_KEYS", ())) - set(
+            getattr(redis.cluster, "KWARGS_DISABLED_KEYS", ())
+        )
+        accepted = keywords(redis.cluster.RedisCluster) | allowed
+        _check(options, accepted, client="redis-py's RedisCluster", saver_names=saver_names)
+        return redis.cluster.RedisCluster.from_url(url, **_with_retry(options, asyncio=False))
+    accepted = {"single_connection_client"} | keywords(
+        redis.connection.ConnectionPool, _connection_class(url, options, redis.connection)
+    )
+    _check(
+        options,
+        accepted,
+        client=f"redis-py's Redis.from_url for {_scheme(url)}:// URLs",
+        saver_names=saver_names,
+        tls_names=keywords(redis.connection.SSLConnection),
+    )
+    return redis.Redis.from_url(url, **_with_retry(options, asyncio=False))
+
+
+def async_client(
+    saver_cls: type,
+    url: str,
+    *,
+    cluster: bool,
+    max_connections: int,
+    options: Mapping[str, Any],
+) -> redis.asyncio.Redis | redis.asyncio.cluster.RedisCluster:
+    """A ``redis.asyncio`` client for ``url``: a blocking pool of ``max_connections``
+    (a call waits up to 20 s for a free connection unless ``timeout`` says otherwise),
+    or a cluster client."""
+    saver_names = keywords(saver_cls) - _NOT_OPTIONS | {"cluster", "max_connections"}
+    if cluster:
+        accepted = keywords(redis.asyncio.cluster.RedisCluster)
+        _check(options, accepted, client="redis-py's asyncio RedisCluster", saver_names=saver_names)
+        return redis.asyncio.cluster.RedisCluster.from_url(
+            url, **_with_retry({"max_connections": max_connections, **options}, asyncio=True)
+        )
+    accepted = keywords(
+        redis.asyncio.BlockingConnectionPool,
+        _connection_class(url, options, redis.asyncio.connection),
+    )
+    _check(
+        options,
+        accepted,
+        client=f"redis-py's asyncio connection pool for {_scheme(url)}:// URLs",
+        saver_names=saver_names,
+        tls_names=keywords(redis.asyncio.connection.SSLConnection),
+    )
+    pool = redis.asyncio.BlockingConnectionPool.from_url(
+        url,
+        **_with_retry({"max_connections": max_connections, "timeout": 20, **options}, asyncio=True),
+    )
+    return redis.asyncio.Redis.from_pool(pool)
