@@ -24,6 +24,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -46,6 +47,10 @@ from langgraph_durable.saver import RedisSaver
 # How run_demo hands its workers what must stay off their command lines.
 URL_ENV = "REDIS_URL"
 KEYS_ENV = "LGD_DEMO_SIGNING_KEYS"  # hex, comma-separated, newest first
+# Set for the worker that is killed: its mail server hangs once it starts sending, so the
+# kill always lands mid-e-mail, however slow or loaded the machine (no timed kill).
+HANG_ENV = "LGD_DEMO_HANG_MAIL"
+SENDING = "email-sending"  # the marker the hanging e-mail leaves before it hangs
 
 # What the scripted model asks for, round by round (each round's calls run in parallel).
 SCRIPT: list[list[dict[str, Any]]] = [
@@ -96,6 +101,12 @@ class World:
         with self.log.open("a") as f:
             f.write(line + "\n")
 
+    def mark(self, name: str) -> None:
+        (self.directory / f"{name}.mark").touch()
+
+    def marked(self, name: str) -> bool:
+        return (self.directory / f"{name}.mark").exists()
+
     def effects(self) -> list[dict[str, Any]]:
         if not self.log.exists():
             return []
@@ -114,6 +125,9 @@ def make_tools(world: World, delay: float) -> list[StructuredTool]:
         return f"charged {customer} {cents / 100:.2f} USD"
 
     def send_email(to: str, subject: str) -> str:
+        if os.environ.get(HANG_ENV):
+            world.mark(SENDING)
+            threading.Event().wait()  # the mail server hangs until the worker is killed
         time.sleep(delay)  # the mail server is slow
         world.record("send_email", to=to, subject=subject)
         return f"mailed {to}"
@@ -260,10 +274,15 @@ def worker_command(prefix: str, thread_id: str, directory: Path, delay: float) -
     ]
 
 
-def worker_env(url: str, signing_key: list[bytes] | None) -> dict[str, str]:
+def worker_env(
+    url: str, signing_key: list[bytes] | None, *, hang_mail: bool = False
+) -> dict[str, str]:
     """A worker's environment: ours plus the URL and the signing keys."""
     env = {**os.environ, URL_ENV: url}
     env.pop(KEYS_ENV, None)
+    env.pop(HANG_ENV, None)
+    if hang_mail:
+        env[HANG_ENV] = "1"
     if signing_key:
         env[KEYS_ENV] = ",".join(k.hex() for k in signing_key)
     return env
@@ -277,19 +296,29 @@ def start_and_kill(
     delay: float,
     signing_key: list[bytes] | None = None,
 ) -> int:
-    """Run the agent in a worker process and SIGKILL it right after the card charge went
-    through, while an e-mail is still being sent. Returns the killed worker's pid."""
+    """Run the agent in a worker process and SIGKILL it once the card charge's result is
+    recorded in the ledger while the e-mail sent alongside it hangs. Waits on those two
+    states, never on time. Returns the killed worker's pid."""
     world = World(directory)
     first = subprocess.Popen(
         worker_command(prefix, thread_id, directory, delay),
         stdout=subprocess.PIPE,
-        env=worker_env(url, signing_key),
+        env=worker_env(url, signing_key, hang_mail=True),
     )
-    while not any(e["tool"] == "charge_card" for e in world.effects()):
-        if first.poll() is not None:
-            raise RuntimeError("the first worker ended before it was killed")
-        time.sleep(0.01)
-    time.sleep(delay / 5)  # the charge's result is recorded; the e-mail is still sending
+    with RedisSaver.from_conn_string(url, key_prefix=prefix, signing_key=signing_key) as saver:
+        ledger = ToolLedger(saver, policies=POLICIES)
+
+        def charge_recorded() -> bool:
+            return any(
+                e.name == "charge_card" and e.state == "result" for e in ledger.entries(thread_id)
+            )
+
+        deadline = time.monotonic() + 120  # a safety net only: a stuck worker, not timing
+        while not (world.marked(SENDING) and charge_recorded()):
+            if first.poll() is not None or time.monotonic() > deadline:
+                first.kill()
+                raise RuntimeError("the first worker did not reach the charge and the e-mail")
+            time.sleep(0.01)
     first.send_signal(signal.SIGKILL)
     first.wait()
     return first.pid
