@@ -31,7 +31,10 @@ def run(args: list[str], env: dict[str, str], check: bool = True) -> subprocess.
 def demo(redis_url: str) -> Iterator[tuple[dict[str, str], dict[str, Any]]]:
     prefix = f"lgdcli{uuid.uuid4().hex[:8]}"
     env = {**os.environ, "REDIS_URL": redis_url}
-    done = run(["demo", "--damage", "--delay", "0.3", "--json", "--key-prefix", prefix], env)
+    # demo.start_and_kill kills its worker a fixed time (delay / 5) after the charge,
+    # expecting the charge recorded and the e-mail not yet sent: a longer delay widens
+    # both windows on a loaded machine (a stopgap: the demo should wait on events)
+    done = run(["demo", "--damage", "--delay", "1", "--json", "--key-prefix", prefix], env)
     verdict = json.loads(done.stdout)
     yield {**env, "LGD_PREFIX": prefix}, verdict
     import redis
