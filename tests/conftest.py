@@ -21,10 +21,19 @@ from pathlib import Path
 
 import pytest
 import redis
+from hypothesis import HealthCheck, settings
 
 from langgraph_durable import RedisSaver
-from langgraph_durable.embedded import find_server_binary
-from tests.servers import start_server
+from tests.servers import Server, start_server
+
+
+# Property tests: the same examples on every run (derandomize), and no time limit on an
+# example or on generating data, which a loaded machine would turn into failures.
+# `pytest --hypothesis-profile=explore` searches new examples on every run instead.
+_PATIENT = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow]}
+settings.register_profile("repeatable", derandomize=True, **_PATIENT)
+settings.register_profile("explore", derandomize=False, **_PATIENT)
+settings.load_profile("repeatable")
 
 
 @pytest.fixture(scope="session")
@@ -73,15 +82,14 @@ def key_prefix(redis_client: redis.Redis) -> Iterator[str]:
 
 
 # -- a private 3-master Redis Cluster, for the cluster tests and the graph tests --------
-def _cluster_ports(count: int) -> list[int]:
-    """Free ports whose cluster-bus twins (port + 10000) are free too."""
-    rng = random.Random()
-    ports: list[int] = []
-    while len(ports) < count:
+def _cluster_port() -> int:
+    """A port whose cluster-bus twin (port + 10000) looks free too. Only a guess: another
+    process may bind either before the node does, and start_server then picks again."""
+    rng = random.SystemRandom()  # spread over the range: other sessions run beside us
+    while True:
         port = rng.randrange(20000, 30000)
-        if port not in ports and all(_is_free(p) for p in (port, port + 10000)):
-            ports.append(port)
-    return ports
+        if all(_is_free(p) for p in (port, port + 10000)):
+            return port
 
 
 def _is_free(port: int) -> bool:
@@ -98,48 +106,21 @@ def cluster_url() -> Iterator[str]:
     cli = shutil.which("redis-cli") or shutil.which("valkey-cli")
     if cli is None:
         pytest.skip("no redis-cli to create a cluster with")
-    binary = find_server_binary()
     workdir = Path(tempfile.mkdtemp(prefix="lgd-cluster-"))
-    ports = _cluster_ports(3)
-    procs = []
-    for port in ports:
-        node_dir = workdir / str(port)
-        node_dir.mkdir()
-        procs.append(
-            subprocess.Popen(
-                [
-                    binary,
-                    "--port",
-                    str(port),
-                    "--bind",
-                    "127.0.0.1",
-                    "--cluster-enabled",
-                    "yes",
-                    "--cluster-config-file",
-                    "nodes.conf",
-                    "--save",
-                    "",
-                    "--appendonly",
-                    "no",
-                    "--dir",
-                    str(node_dir),
-                ],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-        )
+    nodes: list[Server] = []
     try:
-        for port in ports:  # every node must answer before the cluster is created
-            deadline = time.monotonic() + 10
-            while (
-                subprocess.run(
-                    [cli, "-p", str(port), "ping"], capture_output=True, check=False
-                ).stdout.strip()
-                != b"PONG"
-            ):
-                if time.monotonic() > deadline:
-                    pytest.fail(f"cluster node on port {port} did not start")
-                time.sleep(0.05)
+        for i in range(3):  # each node answers (on its own port) before the cluster is made
+            node_dir = workdir / str(i)
+            node_dir.mkdir()
+            nodes.append(
+                start_server(
+                    str(node_dir),
+                    *("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"),
+                    *("--save", "", "--appendonly", "no"),
+                    pick_port=_cluster_port,
+                )
+            )
+        ports = [node.port for node in nodes]
         subprocess.run(
             [
                 cli,
@@ -152,21 +133,19 @@ def cluster_url() -> Iterator[str]:
             ],
             check=True,
             capture_output=True,
-            timeout=60,
+            timeout=120,
         )
-        deadline = time.monotonic() + 30
-        while (
-            b"cluster_state:ok"
-            not in subprocess.run(
-                [cli, "-p", str(ports[0]), "cluster", "info"], capture_output=True, check=False
-            ).stdout
-        ):
-            if time.monotonic() > deadline:
-                pytest.fail("the test cluster did not become ready")
-            time.sleep(0.2)
+        # every node must know every slot's owner, not only the one we ask first
+        for port in ports:
+            client = redis.Redis(port=port)
+            deadline = time.monotonic() + 120  # a safety net: it ends on the event
+            while client.cluster("info").get("cluster_state") != "ok":
+                if time.monotonic() > deadline:
+                    pytest.fail("the test cluster did not become ready")
+                time.sleep(0.05)
+            client.close()
         yield f"redis://127.0.0.1:{ports[0]}"
     finally:
-        for proc in procs:
-            proc.terminate()
-            proc.wait(timeout=10)
+        for node in nodes:
+            node.stop()
         shutil.rmtree(workdir, ignore_errors=True)

@@ -1,7 +1,8 @@
 """A worker that writes checkpoints as fast as it can until it is killed (test helper).
 
     python -m tests.crash_worker URL PREFIX THREAD
-Each checkpoint's value carries its step, so a reader can tell a torn write apart.
+Each checkpoint's value carries its step, so a reader can tell a torn write apart. It
+prints "ready" once its first checkpoint and writes are stored: it has made progress.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ def main(url: str, prefix: str, thread_id: str) -> None:
             else {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
         )
         version = latest.checkpoint["channel_versions"]["body"] if latest else None
-        print("ready", flush=True)
+        first = step
         while True:
             version = saver.get_next_version(version, None)
             cp = empty_checkpoint()
@@ -31,6 +32,8 @@ def main(url: str, prefix: str, thread_id: str) -> None:
             cp["channel_versions"] = {"body": version}
             config = saver.put(config, cp, {"source": "loop", "step": step}, {"body": version})
             saver.put_writes(config, [("body", step), ("other", "x" * 5_000)], task_id=f"t{step}")
+            if step == first:  # one whole checkpoint written: the test may kill from now
+                print("ready", flush=True)
             step += 1
 
 

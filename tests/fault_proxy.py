@@ -7,10 +7,12 @@ to server, "down" server to client), on whichever connection carries them:
                                   # a command cut in the middle never runs
     proxy.cut("down", after=0)    # the command ran, its reply never arrives
     proxy.stall("down", 0.5)      # hold the next reply back for 0.5 s (past a timeout)
-    proxy.cut_randomly("up", 0.1) # cut each burst of bytes with probability 0.1, at a
-                                  # random point inside it, until disarmed
+    proxy.cut_every("up", 6)      # cut every 6th burst of bytes, at a random point
+                                  # inside it, until disarmed
 
 ``faults`` counts the faults that fired, so a test can check it exercised something.
+Cuts are periodic, not drawn at random per burst: how many fire then follows from the
+traffic alone, and no command is cut on every one of its client's retries.
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ class _Fault:
     kind: str  # "cut" | "stall"
     after: int = 0
     seconds: float = 0.0
-    probability: float = 0.0  # cut_randomly: chance per burst; 0 = fire once
+    every: int = 0  # cut_every: cut one burst in this many; 0 = fire once
+    bursts: int = 0
 
 
 class FaultProxy:
@@ -55,8 +58,9 @@ class FaultProxy:
     def stall(self, direction: str, seconds: float) -> None:
         self._arm(_Fault(direction, "stall", seconds=seconds))
 
-    def cut_randomly(self, direction: str, probability: float) -> None:
-        self._arm(_Fault(direction, "cut", probability=probability))
+    def cut_every(self, direction: str, every: int) -> None:
+        assert every >= 2, "every burst cut would leave no command a way through"
+        self._arm(_Fault(direction, "cut", every=every))
 
     def disarm(self) -> None:
         self._arm(None)
@@ -127,8 +131,9 @@ class FaultProxy:
                 self._fault = None
                 self.faults += 1
                 return data, False, fault.seconds
-            if fault.probability:
-                if self._rng.random() >= fault.probability:
+            if fault.every:
+                fault.bursts += 1
+                if fault.bursts % fault.every:
                     return data, False, 0.0
                 self.faults += 1
                 return data[: self._rng.randrange(len(data))], True, 0.0

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import operator
-import threading
 import time
 from collections.abc import Sequence
 from typing import Annotated, Any
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 from langgraph.channels.delta import DeltaChannel
 from langgraph.graph import END, START, StateGraph
@@ -117,24 +117,18 @@ class FanState(TypedDict):
     results: Annotated[list[str], operator.add]
 
 
-def fan_out_graph(calls: dict[int, int], fail_once: set[int]) -> StateGraph:
-    """Send one worker per item; items in `fail_once` raise on their first attempt."""
+def fan_out_graph(calls: dict[int, int], fail_once: set[int], saver: Any) -> StateGraph:
+    """Send one worker per item; items in `fail_once` raise on their first attempt, once
+    the other items' writes are in ``saver`` (the graph's checkpointer)."""
 
-    siblings_done = threading.Event()
-    finished: set[int] = set()
-
-    def worker(arg: dict[str, int]) -> dict[str, Any]:
+    def worker(arg: dict[str, int], config: RunnableConfig) -> dict[str, Any]:
         item = arg["item"]
         calls[item] = calls.get(item, 0) + 1
         if item in fail_once and calls[item] == 1:
             # LangGraph cancels siblings still running when a task fails (InMemorySaver
-            # too): fail only once they have returned, so the test is deterministic.
-            siblings_done.wait(timeout=5)
-            time.sleep(0.05)
+            # too): fail only once their writes are saved, so the test is deterministic.
+            _wait_for_writes(saver, config, "results", arg["of"] - len(fail_once))
             raise RuntimeError(f"worker {item} failed")
-        finished.add(item)
-        if len(finished) >= arg["of"] - len(fail_once):
-            siblings_done.set()
         return {"results": [f"done {item}"]}
 
     builder = StateGraph(FanState)
@@ -144,6 +138,19 @@ def fan_out_graph(calls: dict[int, int], fail_once: set[int]) -> StateGraph:
     )
     builder.add_edge("worker", END)
     return builder
+
+
+def _wait_for_writes(saver: Any, config: RunnableConfig, channel: str, count: int) -> None:
+    """Return once the thread's newest checkpoint has ``count`` pending writes to
+    ``channel`` (called from a node's worker thread, so a sync read is fine)."""
+    latest = {"configurable": {"thread_id": config["configurable"]["thread_id"]}}
+    deadline = time.monotonic() + 120  # a safety net: the wait ends on the writes
+    while True:
+        tup = saver.get_tuple(latest)
+        if tup and sum(ch == channel for _, ch, _ in tup.pending_writes) >= count:
+            return
+        assert time.monotonic() < deadline, "the other branches' writes were never saved"
+        time.sleep(0.01)
 
 
 def _extend(state: list[int], writes: Sequence[list[int]]) -> list[int]:

@@ -69,7 +69,7 @@ def run_until_done(
     the next ``random_kills`` are SIGKILLed from here at a random moment. With ``fork``
     the workers are forked from this (already imported) process: the same SIGKILLs,
     without paying for the imports each time."""
-    rng = rng or random.Random()
+    rng = rng or random.Random(0)
     kills = 0
     for n in range(max_workers):
         argv = [url, prefix, thread, effects_path, durability, mode]
@@ -87,18 +87,24 @@ def run_until_done(
 
 
 def _exec_worker(argv: list[str], kill_after: float | None) -> tuple[int | None, str]:
+    """Run one worker; with ``kill_after``, SIGKILL it that long after it is ready. It
+    is held alive until then even if its run is done first, so the kill always lands
+    (however fast or slow the machine): a worker marked for a kill is always killed."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "tests.ledger_worker", *argv],
         cwd=ROOT,
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env={**os.environ, "LGD_WORKER_HOLD": "1"},
     )
     assert proc.stdout is not None
-    if proc.stdout.readline().strip() == "ready" and kill_after is not None:
-        time.sleep(kill_after)
+    if kill_after is not None:
+        assert proc.stdout.readline().strip() == "ready", proc.communicate(timeout=120)[1]
+        time.sleep(kill_after)  # only where the kill lands: any moment will do
         proc.kill()
-    _, err = proc.communicate(timeout=120)
+    _, err = proc.communicate(timeout=300)  # closes stdin: a held worker exits
     return proc.returncode, err[-4000:]
 
 

@@ -1,12 +1,20 @@
 """A worker that runs the ledger agent's thread to the end under its lease (test helper).
 
     python -m tests.lease_worker URL PREFIX THREAD EFFECTS GO [--ttl S] [--wait S]
-        [--delay S] [--started FILE] [--async] [--no-lease]
+        [--delay S] [--stop-at-start] [--async] [--no-lease] [--refused FILE]
+        [--meet DIR --peers N --meet-rounds R]
 
-It waits until the file GO exists, so competing workers start together, then runs (or
-resumes) the thread holding its lease; escalations are answered from the effect file.
-With --started it creates FILE when its first tool call starts (a test then SIGSTOPs
-it). It prints one JSON line: {"outcome": "done" | "LeaseHeldError" | "LeaseLostError",
+It prints "ready" once imported and connected, then waits until the file GO exists, so
+competing workers start together, then runs (or resumes) the thread holding its lease;
+escalations are answered from the effect file.
+  --stop-at-start  it stops itself (SIGSTOP) when its first tool call starts, as a
+                   stalled process would.
+  --refused FILE   a worker refused the lease creates FILE, and a worker holding it
+                   runs only once FILE exists: the other worker always tries while the
+                   lease is held, however the two are scheduled.
+  --meet DIR       each of its first R tool steps, once it read the ledger, waits until
+                   N workers got there: without a lease, all run the same calls at once.
+It prints one JSON line last: {"outcome": "done" | "LeaseHeldError" | "LeaseLostError",
 "checkpoint_id": the newest checkpoint it wrote or saw}.
 """
 
@@ -17,6 +25,8 @@ import asyncio
 import contextlib
 import json
 import os
+import signal
+import threading
 import time
 from typing import Any
 
@@ -38,33 +48,89 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--ttl", type=float, default=5.0)
     parser.add_argument("--wait", type=float, default=0.0)
     parser.add_argument("--delay", type=float, default=0.0)
-    parser.add_argument("--started")
+    parser.add_argument("--stop-at-start", action="store_true")
     parser.add_argument("--async", dest="use_async", action="store_true")
     parser.add_argument("--no-lease", dest="lease", action="store_false")
+    parser.add_argument("--refused")
+    parser.add_argument("--meet")
+    parser.add_argument("--peers", type=int, default=2)
+    parser.add_argument("--meet-rounds", type=int, default=1)
     return parser.parse_args(argv)
 
 
-def build(saver: Any, args: argparse.Namespace, effects: Effects) -> Any:
-    def hook(point: str, tool: str = "") -> None:
-        if point == "tool_start" and args.started and not os.path.exists(args.started):
-            open(args.started, "w").close()
+# Waits for another process. Safety nets only: each wait ends on its file.
+PATIENCE = 120.0
 
-    ledger = ToolLedger(saver, policies=POLICIES)
+
+class MeetingLedger(ToolLedger):
+    """A ledger whose first ``rounds`` tool steps, once they read their entries, wait
+    until ``peers`` workers read theirs: none has recorded an intent yet, so every one
+    runs every call (what can happen without a lease, made certain)."""
+
+    def __init__(self, saver: Any, meet: str, peers: int, rounds: int, **options: Any) -> None:
+        super().__init__(saver, **options)
+        self._meet, self._peers, self._rounds, self._met = meet, peers, rounds, 0
+
+    def _load(self, ctx: Any, site: Any) -> Any:
+        yield from super()._load(ctx, site)
+        if self._met < self._rounds:
+            here = os.path.join(self._meet, f"step{self._met}")
+            self._met += 1
+            os.makedirs(here, exist_ok=True)
+            open(os.path.join(here, str(os.getpid())), "w").close()
+            wait_for(here, entries=self._peers)
+
+
+def build(saver: Any, args: argparse.Namespace, effects: Effects) -> Any:
+    stopped: list[bool] = []
+    lock = threading.Lock()
+
+    def hook(point: str, tool: str = "") -> None:
+        if point == "tool_start" and args.stop_at_start:
+            with lock:  # the first call that starts stops the process, once
+                first = not stopped
+                stopped.append(True)
+            if first:
+                os.kill(os.getpid(), signal.SIGSTOP)
+
+    if args.meet:
+        ledger: ToolLedger = MeetingLedger(
+            saver, args.meet, args.peers, args.meet_rounds, policies=POLICIES
+        )
+    else:
+        ledger = ToolLedger(saver, policies=POLICIES)
     return agent_graph(ledger, effects, hook=hook, delay=args.delay).compile(checkpointer=saver)
 
 
-def wait_for(path: str) -> None:
-    while not os.path.exists(path):
+def wait_for(path: str, entries: int = 0) -> None:
+    """Until ``path`` exists (and, a directory, holds ``entries`` entries)."""
+    deadline = time.monotonic() + PATIENCE
+    while not os.path.exists(path) or (entries and len(os.listdir(path)) < entries):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"waited {PATIENCE:.0f} s for {path}")
         time.sleep(0.005)
+
+
+def holding(args: argparse.Namespace) -> None:
+    """Inside the lease: with --refused, go on only once the other worker was refused."""
+    if args.refused:
+        wait_for(args.refused)
+
+
+def refused(args: argparse.Namespace) -> None:
+    if args.refused:
+        open(args.refused, "w").close()
 
 
 def run_sync(args: argparse.Namespace, effects: Effects) -> str | None:
     config = {"configurable": {"thread_id": args.thread}}
     with RedisSaver.from_conn_string(args.url, key_prefix=args.prefix) as saver:
         graph = build(saver, args, effects)
+        print("ready", flush=True)
         wait_for(args.go)
         lease = saver.lease(args.thread, ttl=args.ttl, wait=args.wait)
         with lease if args.lease else contextlib.nullcontext():
+            holding(args)
             while (inp := next_input(graph.get_state(config), effects)) != "done":
                 graph.invoke(inp, config)
             return graph.get_state(config).config["configurable"].get("checkpoint_id")
@@ -74,9 +140,11 @@ async def run_async(args: argparse.Namespace, effects: Effects) -> str | None:
     config = {"configurable": {"thread_id": args.thread}}
     async with AsyncRedisSaver.from_conn_string(args.url, key_prefix=args.prefix) as saver:
         graph = build(saver, args, effects)
-        wait_for(args.go)
+        print("ready", flush=True)
+        await asyncio.to_thread(wait_for, args.go)
         lease = saver.alease(args.thread, ttl=args.ttl, wait=args.wait)
         async with lease if args.lease else contextlib.nullcontext():
+            await asyncio.to_thread(holding, args)  # the loop goes on renewing the lease
             while (inp := next_input(await graph.aget_state(config), effects)) != "done":
                 await graph.ainvoke(inp, config)
             return (await graph.aget_state(config)).config["configurable"].get("checkpoint_id")
@@ -92,6 +160,8 @@ def main() -> None:
             checkpoint_id = run_sync(args, effects)
         outcome = {"outcome": "done", "checkpoint_id": checkpoint_id}
     except (LeaseHeldError, LeaseLostError) as exc:
+        if isinstance(exc, LeaseHeldError):
+            refused(args)
         outcome = {"outcome": type(exc).__name__, "error": str(exc)}
     print(json.dumps(outcome), flush=True)
 

@@ -6,6 +6,7 @@ With POINT and NTH it kills itself with SIGKILL the NTH time it reaches POINT:
 before_intent, tool_start, tool_after_effect, after_result (around each tool call);
 put_before, put_after, writes_before, writes_after (around LangGraph's checkpoint
 writes). Escalations are answered from the effect file, as a human would.
+With LGD_WORKER_HOLD set it exits only once its stdin is closed, even when done.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import asyncio
 import os
 import signal
 import sys
+import threading
 from collections import Counter
 from typing import Any
 
@@ -37,9 +39,14 @@ _kill_point: str | None = None
 _kill_nth = 0
 
 
+_seen_lock = threading.Lock()  # parallel tool calls count together: no lost update
+
+
 def hook(point: str, tool: str = "") -> None:
-    _seen[point] += 1
-    if point == _kill_point and _seen[point] == _kill_nth:
+    with _seen_lock:
+        _seen[point] += 1
+        nth = _seen[point]
+    if point == _kill_point and nth == _kill_nth:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
@@ -128,6 +135,8 @@ def main(argv: list[str]) -> None:
         asyncio.run(run_async(url, prefix, thread, effects, durability))
     else:
         run_sync(url, prefix, thread, effects, durability)
+    if os.environ.get("LGD_WORKER_HOLD"):
+        sys.stdin.read()  # stay alive until the harness closes stdin: a kill always lands
 
 
 if __name__ == "__main__":

@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import redis
 
 from langgraph_durable.embedded import find_server_binary
+
+# How long a server may take to answer. A safety net only: the wait ends as soon as it
+# answers or its process exits.
+START_TIMEOUT = 60.0
 
 
 def free_port() -> int:
@@ -68,7 +75,7 @@ class Server:
 
     def stop(self) -> None:
         self.proc.terminate()
-        self.proc.wait(timeout=10)
+        self.proc.wait(timeout=30)
 
 
 def start_server(
@@ -77,42 +84,73 @@ def start_server(
     port: int | None = None,
     password: str | None = None,
     tls: TlsFiles | None = None,
+    pick_port: Callable[[], int] = free_port,
 ) -> Server:
     """Start redis-server on a loopback port with ``options`` and wait until it answers.
     Without options it keeps nothing on disk. ``password``: its ``requirepass``. With
     ``tls`` it serves only TLS on that port (clients need not present a certificate).
-    Its log is ``redis-<port>.log`` in ``workdir``."""
-    port = port or free_port()
-    listen = ["--port", str(port)]
-    if tls:
-        listen = ["--port", "0", "--tls-port", str(port), "--tls-cert-file", tls.cert,
-                  "--tls-key-file", tls.key, "--tls-ca-cert-file", tls.ca,
-                  "--tls-auth-clients", "no"]  # fmt: skip
-    auth = ["--requirepass", password] if password else []
-    log = Path(workdir) / f"redis-{port}.log"
-    with open(log, "ab") as out:
-        proc = subprocess.Popen(
-            [find_server_binary(), *listen, "--bind", "127.0.0.1", "--dir", workdir]
-            + (list(options) or ["--save", "", "--appendonly", "no"])
-            + auth,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    server = Server(proc, port, workdir, tls, password)
+    Its log is ``redis-<port>.log`` in ``workdir``.
+
+    A port picked here may be taken by another process before redis-server binds it
+    (other test sessions run beside this one). So the server counts as started only
+    once *this* process answers on the port; if it exited instead (port taken), another
+    port is picked, unless ``port`` was given."""
+    attempts = 1 if port is not None else 20
+    for _ in range(attempts):
+        candidate = port or pick_port()
+        listen = ["--port", str(candidate)]
+        if tls:
+            listen = ["--port", "0", "--tls-port", str(candidate), "--tls-cert-file", tls.cert,
+                      "--tls-key-file", tls.key, "--tls-ca-cert-file", tls.ca,
+                      "--tls-auth-clients", "no"]  # fmt: skip
+        auth = ["--requirepass", password] if password else []
+        log = Path(workdir) / f"redis-{candidate}.log"
+        with open(log, "ab") as out:
+            proc = subprocess.Popen(
+                [find_server_binary(), *listen, "--bind", "127.0.0.1", "--dir", workdir]
+                + (list(options) or ["--save", "", "--appendonly", "no"])
+                + auth,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        server = Server(proc, candidate, workdir, tls, password)
+        if _answers(server):
+            return server
+        proc.kill()
+        proc.wait(timeout=30)
+    tail = log.read_text(errors="replace")[-2000:]
+    raise RuntimeError(
+        f"redis-server did not start (last port tried: {candidate}); its log ends:\n{tail}"
+    )
+
+
+def _answers(server: Server) -> bool:
+    """Wait until the server's own process answers on its port (not another server that
+    holds it); False once the process has exited."""
     client = server.client()
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + START_TIMEOUT
     try:
-        while True:
+        while server.proc.poll() is None and time.monotonic() < deadline:
             try:
-                if client.ping():
-                    return server
+                if int(client.info("server")["process_id"]) == server.proc.pid:
+                    return True
+                # another process's server: ours cannot bind the port and will exit
             except (redis.ConnectionError, redis.exceptions.BusyLoadingError):
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    proc.kill()
-                    tail = log.read_text(errors="replace")[-2000:]
-                    raise RuntimeError(
-                        f"redis-server did not start on port {port}; its log ends:\n{tail}"
-                    ) from None
-                time.sleep(0.05)
+                pass
+            time.sleep(0.02)
+        return False
     finally:
         client.close()
+
+
+def wait_until_stopped(proc: subprocess.Popen[Any]) -> None:
+    """Return once the child ``proc`` is stopped (SIGSTOP, sent by us or by itself): from
+    then on no instruction of it runs until SIGCONT."""
+    deadline = time.monotonic() + START_TIMEOUT  # a safety net: the wait ends on the stop
+    while True:
+        pid, status = os.waitpid(proc.pid, os.WUNTRACED | os.WNOHANG)
+        if pid:
+            assert os.WIFSTOPPED(status), f"process {proc.pid} ended instead ({status})"
+            return
+        assert time.monotonic() < deadline, f"process {proc.pid} did not stop"
+        time.sleep(0.01)

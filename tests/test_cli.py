@@ -31,6 +31,7 @@ def run(args: list[str], env: dict[str, str], check: bool = True) -> subprocess.
 def demo(redis_url: str) -> Iterator[tuple[dict[str, str], dict[str, Any]]]:
     prefix = f"lgdcli{uuid.uuid4().hex[:8]}"
     env = {**os.environ, "REDIS_URL": redis_url}
+    # The kill waits on events (the charge recorded, the e-mail hanging): any delay holds.
     done = run(["demo", "--damage", "--delay", "0.3", "--json", "--key-prefix", prefix], env)
     verdict = json.loads(done.stdout)
     yield {**env, "LGD_PREFIX": prefix}, verdict

@@ -64,8 +64,8 @@ async def test_ledger_on_cluster(cluster_url: str, tmp_path: Path, client: str) 
     from langgraph.types import Command
 
     from langgraph_durable import ToolLedger
-    from tests.ledger_agent import POLICIES, START_INPUT, Effects, agent_graph, answer
-    from tests.test_ledger import Crash, crash_at
+    from tests.ledger_agent import POLICIES, START_INPUT, Effects, answer
+    from tests.test_ledger import Crash, crash_at, crash_graph
 
     effects = Effects(str(tmp_path / "effects"))
     config = {"configurable": {"thread_id": "ledger:{x}"}}
@@ -74,7 +74,7 @@ async def test_ledger_on_cluster(cluster_url: str, tmp_path: Path, client: str) 
     async def drive(saver: RedisSaver | AsyncRedisSaver) -> None:
         ledger = ToolLedger(saver, policies=POLICIES)
         hook = crash_at("tool_after_effect", "send_email")
-        graph = agent_graph(ledger, effects, hook=hook).compile(checkpointer=saver)
+        graph = crash_graph(ledger, effects, hook=hook).compile(checkpointer=saver)
         with pytest.raises(Crash):
             await graph.ainvoke(START_INPUT, config)
         out = await graph.ainvoke(None, config)

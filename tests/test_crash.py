@@ -25,8 +25,9 @@ def test_sigkill_mid_write_never_leaves_a_torn_checkpoint(redis_url: str, key_pr
                 stdout=subprocess.PIPE,
                 text=True,
             )
+            # "ready": it stored a checkpoint, so it made progress however slow the machine
             assert worker.stdout.readline().strip() == "ready"
-            time.sleep(rng.uniform(0.05, 0.3))
+            time.sleep(rng.uniform(0, 0.25))  # only where the kill lands: any moment will do
             worker.kill()  # SIGKILL, wherever it is
             worker.wait()
             report = saver.verify("crashy")

@@ -140,7 +140,7 @@ async def test_failed_send_branch_retries_without_rerunning_the_successful_one(
     runner: Runner,
 ) -> None:
     calls: dict[int, int] = {}
-    graph = runner.compile(graphs.fan_out_graph(calls, fail_once={2}))
+    graph = runner.compile(graphs.fan_out_graph(calls, fail_once={2}, saver=runner.saver))
     with pytest.raises(RuntimeError, match="worker 2 failed"):
         await runner.invoke(graph, {"items": [1, 2, 3], "results": []}, cfg("fan"))
     assert calls == {1: 1, 2: 1, 3: 1}

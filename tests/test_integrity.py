@@ -260,7 +260,7 @@ DAMAGE = st.sampled_from(
 @settings(
     max_examples=int(os.environ.get("LGD_FUZZ_EXAMPLES", "100")),
     deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(
     damages=st.lists(

@@ -28,7 +28,8 @@ from langgraph_durable import (
 )
 from tests import graphs
 from tests.kill_harness import ROOT, check_world, final_messages, reference_messages
-from tests.ledger_agent import NON_IDEMPOTENT, Effects
+from tests.ledger_agent import NON_IDEMPOTENT, ROUNDS, Effects
+from tests.servers import wait_until_stopped
 
 
 @pytest.fixture
@@ -74,20 +75,20 @@ def test_a_held_lease_refuses_other_workers_until_released(
 
 
 def test_wait_takes_the_lease_once_the_holder_lets_go(saver: RedisSaver, other: RedisSaver) -> None:
-    released = threading.Event()
+    letting_go = threading.Event()
 
     def hold_briefly() -> None:
         with saver.lease("w", ttl=5):
             ready.set()
-            time.sleep(0.4)
-        released.set()
+            time.sleep(0.4)  # the other is waiting meanwhile (or not yet: it passes too)
+            letting_go.set()  # set before the lease is released, so never after it
 
     ready = threading.Event()
     holder = threading.Thread(target=hold_briefly)  # a new thread: a context of its own
     holder.start()
-    ready.wait(5)
-    with other.lease("w", wait=5) as lease:
-        assert released.is_set() and lease.token
+    assert ready.wait(60)
+    with other.lease("w", wait=60) as lease:  # a safety net: it ends on the release
+        assert letting_go.is_set() and lease.token
     holder.join()
     with saver.lease("w2", ttl=5):
         started = time.monotonic()
@@ -96,9 +97,14 @@ def test_wait_takes_the_lease_once_the_holder_lets_go(saver: RedisSaver, other: 
         assert time.monotonic() - started >= 0.2
 
 
+# A lease is renewed every ttl / 3: a ttl of a second and a half lets a renewal be late by
+# a second on a loaded machine before the lease lapses, where 0.3 s allowed 0.2 s.
+RENEWED_TTL = 1.5
+
+
 def test_renewal_keeps_the_lease_past_its_ttl(saver: RedisSaver, other: RedisSaver) -> None:
-    with saver.lease("r", ttl=0.3) as lease:
-        time.sleep(1.2)
+    with saver.lease("r", ttl=RENEWED_TTL) as lease:
+        time.sleep(RENEWED_TTL * 1.4)  # time itself is what is tested: past the first ttl
         with pytest.raises(LeaseHeldError):
             elsewhere(lambda: other.lease("r").__enter__())
         assert not lease.lost
@@ -138,8 +144,8 @@ async def test_alease_on_the_async_saver(redis_url: str, key_prefix: str) -> Non
     ):
         graph = graphs.counter_graph().compile(checkpointer=saver)
         config = {"configurable": {"thread_id": "a"}}
-        async with saver.alease("a", ttl=0.3) as lease:
-            await asyncio.sleep(0.8)  # renewed by its task meanwhile
+        async with saver.alease("a", ttl=RENEWED_TTL) as lease:
+            await asyncio.sleep(RENEWED_TTL * 1.4)  # past its first ttl: renewed meanwhile
             await graph.ainvoke({"value": 1, "trail": []}, config)
             other_graph = graphs.counter_graph().compile(checkpointer=other)
 
@@ -189,6 +195,14 @@ def start_worker(
     )
 
 
+def start_together(workers: list[subprocess.Popen[str]], tmp: Path) -> None:
+    """Let the workers go once every one is imported, connected and at the start line."""
+    for worker in workers:
+        assert worker.stdout is not None
+        assert worker.stdout.readline().strip() == "ready", worker.communicate(timeout=120)
+    (tmp / "go").touch()
+
+
 def outcome(proc: subprocess.Popen[str]) -> dict[str, Any]:
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err[-3000:]
@@ -213,10 +227,11 @@ def test_two_workers_resuming_one_thread_never_both_run_its_tools(
     redis_url: str, key_prefix: str, tmp_path: Path, mode: str
 ) -> None:
     crash_mid_tool(redis_url, key_prefix, "race", tmp_path)
-    extra = ["--delay", "0.2"] + (["--async"] if mode == "async" else [])
+    # Whichever takes the lease holds it, running nothing, until the other was refused.
+    extra = ["--delay", "0.2", "--refused", str(tmp_path / "refused")]
+    extra += ["--async"] if mode == "async" else []
     workers = [start_worker(redis_url, key_prefix, "race", tmp_path, *extra) for _ in range(2)]
-    time.sleep(2.5)  # both imported and connected, waiting at the start line
-    (tmp_path / "go").touch()
+    start_together(workers, tmp_path)
     outcomes = sorted(outcome(w)["outcome"] for w in workers)
     assert outcomes == ["LeaseHeldError", "done"]
     check_world(
@@ -230,10 +245,11 @@ def test_without_leases_two_workers_do_repeat_effects(
     redis_url: str, key_prefix: str, tmp_path: Path
 ) -> None:
     """The control for the test above: the race it prevents is real."""
-    extra = ["--delay", "0.3", "--no-lease"]
+    # Each round, both read the ledger before either records an intent.
+    extra = ["--delay", "0.3", "--no-lease", "--meet", str(tmp_path / "meet")]
+    extra += ["--peers", "2", "--meet-rounds", str(ROUNDS)]
     workers = [start_worker(redis_url, key_prefix, "race", tmp_path, *extra) for _ in range(2)]
-    time.sleep(2.5)
-    (tmp_path / "go").touch()
+    start_together(workers, tmp_path)
     assert [outcome(w)["outcome"] for w in workers] == ["done", "done"]
     effects = [e for e in Effects(str(tmp_path / "effects")).lines() if e["kind"] == "effect"]
     emails = [e for e in effects if e["tool"] in NON_IDEMPOTENT]
@@ -247,25 +263,11 @@ def test_a_worker_back_from_a_stall_cannot_overwrite_the_new_owner(
     flavour = ["--async"] if mode == "async" else []
     (tmp_path / "go").touch()
     stalled = start_worker(
-        redis_url,
-        key_prefix,
-        "stall",
-        tmp_path,
-        "--ttl",
-        "1",
-        "--delay",
-        "1.5",
-        "--started",
-        str(tmp_path / "started"),
-        *flavour,
+        redis_url, key_prefix, "stall", tmp_path, "--ttl", "2", "--stop-at-start", *flavour
     )
-    deadline = time.monotonic() + 60
-    while not (tmp_path / "started").exists():
-        assert stalled.poll() is None and time.monotonic() < deadline, stalled.stderr
-        time.sleep(0.01)
-    stalled.send_signal(signal.SIGSTOP)  # mid tool call: no renewals, the lease expires
+    wait_until_stopped(stalled)  # mid tool call, by itself: no renewals, the lease expires
     try:
-        time.sleep(1.5)
+        wait_until_lapsed(redis_url, key_prefix, "stall")
         new_owner = start_worker(redis_url, key_prefix, "stall", tmp_path, *flavour)
         finished = outcome(new_owner)
         assert finished["outcome"] == "done"
@@ -280,6 +282,16 @@ def test_a_worker_back_from_a_stall_cannot_overwrite_the_new_owner(
         assert latest.config["configurable"]["checkpoint_id"] == finished["checkpoint_id"]
         assert not latest.pending_writes
     assert final_messages(redis_url, key_prefix, "stall") == reference_messages(redis_url)
+
+
+def wait_until_lapsed(url: str, prefix: str, thread: str) -> None:
+    """Until the thread's lease key has expired in Redis (its holder is stopped)."""
+    with RedisSaver.from_conn_string(url, key_prefix=prefix) as saver:
+        key = saver.keys.thread(thread).lease
+        deadline = time.monotonic() + 120  # a safety net: the wait ends on the expiry
+        while saver.client.exists(key):
+            assert time.monotonic() < deadline, "the stopped worker's lease never lapsed"
+            time.sleep(0.02)
 
 
 def test_a_stale_token_is_refused_atomically(saver: RedisSaver, other: RedisSaver) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -44,15 +45,95 @@ class Crash(BaseException):
     """The process dies here: nothing after it runs, nothing catches it."""
 
 
-def crash_at(point: str, *tools: str, times: int = 1) -> Callable[..., None]:
-    fired: list[str] = []
+def crash_once(*plan: tuple[str, str]) -> Callable[..., None]:
+    """A tool hook under which each ``(point, tool)`` of ``plan`` dies the first time that
+    tool reaches that point. The decision is per call: parallel calls share no count."""
+    left = set(plan)
+    lock = threading.Lock()
 
-    def hook(at: str, tool: str = "") -> None:
-        if at == point and tool in tools and len(fired) < times:
-            fired.append(tool)
+    def hook(point: str, tool: str = "") -> None:
+        with lock:
+            fire = (point, tool) in left
+            left.discard((point, tool))
+        if fire:
             raise Crash(f"{tool} at {point}")
 
     return hook
+
+
+def crash_at(point: str, *tools: str) -> Callable[..., None]:
+    """Each of ``tools`` dies once, the first time it reaches ``point``."""
+    return crash_once(*((point, tool) for tool in tools))
+
+
+CALLS_PER_STEP = 3  # the agent asks for charge, send_email and create_ticket together
+
+
+def together(wrap: Callable[[Any, Any], Any], calls: int = CALLS_PER_STEP) -> Callable[..., Any]:
+    """Hold each of a ToolNode step's parallel calls, once it returned or raised, until
+    every call of the step has: so all of them ran before a crash is seen.
+
+    Without it, what a crash leaves behind depends on thread timing: ToolNode's
+    ``Executor.map`` cancels the calls not yet started when one raises."""
+    barrier = threading.Barrier(calls, timeout=120)  # a safety net: never reached
+
+    def held(request: Any, execute: Any) -> Any:
+        try:
+            result = wrap(request, execute)
+        except BaseException:
+            barrier.wait()
+            raise
+        barrier.wait()
+        return result
+
+    return held
+
+
+def atogether(
+    awrap: Callable[[Any, Any], Any], calls: int = CALLS_PER_STEP
+) -> Callable[..., Any]:
+    """``together`` for async ToolNode, whose ``asyncio.gather`` would otherwise leave
+    the other calls running on after the failed invoke, racing the next one."""
+    gate: dict[str, Any] = {"arrived": 0, "open": None}
+
+    async def settled() -> None:
+        if gate["open"] is None:
+            gate["open"] = asyncio.Event()
+        opened = gate["open"]
+        gate["arrived"] += 1
+        if gate["arrived"] == calls:  # the last one lets the step's calls go
+            gate["arrived"], gate["open"] = 0, None
+            opened.set()
+        else:
+            await asyncio.wait_for(opened.wait(), timeout=120)  # a safety net
+
+    async def held(request: Any, execute: Any) -> Any:
+        try:
+            result = await awrap(request, execute)
+        except BaseException:
+            await settled()
+            raise
+        await settled()
+        return result
+
+    return held
+
+
+def crash_graph(
+    ledger: ToolLedger,
+    effects: Effects,
+    *,
+    hook: Callable[..., None] = lambda point, tool="": None,
+    wrap: Callable[[Any, Any], Any] | None = None,
+) -> StateGraph:
+    """The ledger agent, its parallel tool calls settling ``together``."""
+    return agent_graph(
+        ledger,
+        effects,
+        hook=hook,
+        wrap=together(wrap or ledger.wrap_tool_call),
+        awrap=atogether(ledger.awrap_tool_call),
+    )
 
 
 def crash_after_result(ledger: ToolLedger, tool: str | None = None) -> Callable[[Any, Any], Any]:
@@ -120,7 +201,7 @@ def test_replay_returns_recorded_results_without_calling_tools(
         return result
 
     ledger = ToolLedger(saver, policies=POLICIES)
-    graph = agent_graph(ledger, effects, wrap=wrap).compile(checkpointer=saver)
+    graph = crash_graph(ledger, effects, wrap=wrap).compile(checkpointer=saver)
     with pytest.raises(Crash):
         graph.invoke(START_INPUT, CONFIG)
     assert sorted(calls) == ["charge", "create_ticket", "send_email"]
@@ -137,7 +218,7 @@ def test_unknown_outcome_escalates_and_the_answer_is_applied(
 ) -> None:
     point = "tool_after_effect" if action == "skip" else "tool_start"
     ledger = ToolLedger(saver, policies=POLICIES)
-    graph = agent_graph(ledger, effects, hook=crash_at(point, "send_email")).compile(
+    graph = crash_graph(ledger, effects, hook=crash_at(point, "send_email")).compile(
         checkpointer=saver
     )
     with pytest.raises(Crash):
@@ -163,8 +244,8 @@ def test_several_unknown_calls_escalate_in_order_each_answer_to_its_call(
     saver: RedisSaver, effects: Effects, reference: list[Any]
 ) -> None:
     ledger = ToolLedger(saver, policies=POLICIES)
-    hook = crash_at("tool_after_effect", "send_email", "create_ticket", times=2)
-    graph = agent_graph(ledger, effects, hook=hook).compile(checkpointer=saver)
+    hook = crash_at("tool_after_effect", "send_email", "create_ticket")
+    graph = crash_graph(ledger, effects, hook=hook).compile(checkpointer=saver)
     with pytest.raises(Crash):
         graph.invoke(START_INPUT, CONFIG)
     asked = []
@@ -186,16 +267,14 @@ def test_a_retry_that_is_lost_again_asks_again_instead_of_reusing_the_answer(
 ) -> None:
     """A human answered "retry"; the retried call took effect and the process died before
     its result. The old answer must not run it a third time: the call asks anew."""
-    plan = [("tool_start", "send_email"), ("tool_start", "create_ticket")]
-    plan += [("tool_after_effect", "send_email")]
-
-    def hook(point: str, tool: str = "") -> None:
-        if plan and (point, tool) in plan[:2]:
-            plan.remove((point, tool))
-            raise Crash(f"{tool} at {point}")
-
+    # Both die before their effect; send_email's retry dies after it.
+    hook = crash_once(
+        ("tool_start", "send_email"),
+        ("tool_start", "create_ticket"),
+        ("tool_after_effect", "send_email"),
+    )
     ledger = ToolLedger(saver, policies=POLICIES)
-    graph = agent_graph(ledger, effects, hook=hook).compile(checkpointer=saver)
+    graph = crash_graph(ledger, effects, hook=hook).compile(checkpointer=saver)
     with pytest.raises(Crash):
         graph.invoke(START_INPUT, CONFIG)
     asked = []
@@ -220,7 +299,7 @@ def test_policy_fail_and_answer_fail_raise_tool_outcome_unknown(
 ) -> None:
     ledger = ToolLedger(saver, policies={**POLICIES, "create_ticket": "fail"})
     hook = crash_at("tool_start", "create_ticket")
-    graph = agent_graph(ledger, effects, hook=hook).compile(checkpointer=saver)
+    graph = crash_graph(ledger, effects, hook=hook).compile(checkpointer=saver)
     with pytest.raises(Crash):
         graph.invoke(START_INPUT, CONFIG)
     with pytest.raises(ToolOutcomeUnknownError) as info:
@@ -244,7 +323,7 @@ def test_an_invalid_answer_is_rejected_and_can_be_answered_again(
     saver: RedisSaver, effects: Effects, reference: list[Any]
 ) -> None:
     ledger = ToolLedger(saver, policies=POLICIES)
-    graph = agent_graph(ledger, effects, hook=crash_at("tool_start", "send_email")).compile(
+    graph = crash_graph(ledger, effects, hook=crash_at("tool_start", "send_email")).compile(
         checkpointer=saver
     )
     with pytest.raises(Crash):
@@ -262,7 +341,7 @@ def test_retry_policy_calls_again_with_the_same_idempotency_key(
 ) -> None:
     ledger = ToolLedger(saver, policies=POLICIES)
     hook = crash_at("tool_after_effect", "charge")
-    graph = agent_graph(ledger, effects, hook=hook).compile(checkpointer=saver)
+    graph = crash_graph(ledger, effects, hook=hook).compile(checkpointer=saver)
     with pytest.raises(Crash):
         graph.invoke(START_INPUT, CONFIG)
     out = graph.invoke(None, CONFIG)  # no interrupt: charge retries by itself
@@ -455,8 +534,8 @@ async def test_async_saver_and_async_tools_escalate_and_replay(
 ) -> None:
     async with AsyncRedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as saver:
         ledger = ToolLedger(saver, policies=POLICIES)
-        hook = crash_at("tool_after_effect", "send_email", "create_ticket", times=2)
-        graph = agent_graph(ledger, effects, hook=hook).compile(checkpointer=saver)
+        hook = crash_at("tool_after_effect", "send_email", "create_ticket")
+        graph = crash_graph(ledger, effects, hook=hook).compile(checkpointer=saver)
         with pytest.raises(Crash):
             await graph.ainvoke(START_INPUT, CONFIG)
         out = await graph.ainvoke(None, CONFIG)
@@ -558,7 +637,7 @@ def test_ledger_entries_follow_delete_copy_ttl_and_retention(
     with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix, ttl=600) as saver:
         ledger = ToolLedger(saver, policies=POLICIES)
         wrap = crash_after_result(ledger, "create_ticket")
-        graph = agent_graph(ledger, effects, wrap=wrap).compile(checkpointer=saver)
+        graph = crash_graph(ledger, effects, wrap=wrap).compile(checkpointer=saver)
         with pytest.raises(Crash):
             graph.invoke(START_INPUT, CONFIG)
         tk = saver.keys.thread("t")
@@ -588,7 +667,7 @@ def test_a_damaged_entry_is_an_unknown_outcome_and_kept_in_quarantine(
 ) -> None:
     ledger = ToolLedger(saver, policies=POLICIES)
     wrap = crash_after_result(ledger, "send_email")
-    graph = agent_graph(ledger, effects, wrap=wrap).compile(checkpointer=saver)
+    graph = crash_graph(ledger, effects, wrap=wrap).compile(checkpointer=saver)
     with pytest.raises(Crash):
         graph.invoke(START_INPUT, CONFIG)
     tk = saver.keys.thread("t")
@@ -597,7 +676,7 @@ def test_a_damaged_entry_is_an_unknown_outcome_and_kept_in_quarantine(
     (damaged,) = [e for e in ledger.entries("t") if e.name == "send_email"]
     assert (damaged.state, damaged.damage) == ("damaged", "checksum mismatch")
 
-    graph = agent_graph(ledger, effects).compile(checkpointer=saver)
+    graph = crash_graph(ledger, effects).compile(checkpointer=saver)
     out = graph.invoke(None, CONFIG)
     value = out["__interrupt__"][0].value
     assert value["name"] == "send_email" and "damaged (checksum mismatch)" in value["reason"]

@@ -71,6 +71,7 @@ def test_random_sigkills_repeat_no_effect(
     redis_url: str, key_prefix: str, tmp_path: Any, reference: list[Any], durability: str
 ) -> None:
     rng = random.Random(f"ledger-{durability}")
+    seeds = [rng.random() for _ in range(RANDOM_RUNS)]  # here: pool threads race for rng
 
     def one(i: int) -> int:
         tmp = tmp_path / str(i)
@@ -83,12 +84,12 @@ def test_random_sigkills_repeat_no_effect(
             durability,
             mode,
             random_kills=5,
-            rng=random.Random(rng.random()),
+            rng=random.Random(seeds[i]),
         )
         check_world(world, final, reference)
         return kills
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         kills = list(pool.map(one, range(RANDOM_RUNS)))
-    # a kill can land after a worker finished; every run must still have been killed
-    assert all(k >= 1 for k in kills), kills
+    # a kill can land after a worker finished its run (it is held alive for it)
+    assert kills == [5] * RANDOM_RUNS, kills

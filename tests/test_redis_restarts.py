@@ -20,7 +20,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph_durable import AsyncRedisSaver, ConfigurationError, NotReplicatedError, RedisSaver
 from tests import graphs
 from tests.kill_harness import ROOT
-from tests.servers import Server, start_server
+from tests.servers import Server, start_server, wait_until_stopped
 
 AOF_ALWAYS = ("--save", "", "--appendonly", "yes", "--appendfsync", "always")
 
@@ -49,7 +49,7 @@ def test_every_acknowledged_checkpoint_survives_a_sigkill_of_redis(tmp_path: Pat
     finally:
         writer.kill()
         writer.wait(timeout=10)
-    restarted = start_server(str(tmp_path), *AOF_ALWAYS, port=server.port)
+    restarted = start_server(str(tmp_path), *AOF_ALWAYS)  # the same files, any free port
     try:
         with RedisSaver.from_conn_string(restarted.url, key_prefix="lgdaof") as saver:
             config = {"configurable": {"thread_id": "t"}}
@@ -75,7 +75,7 @@ def replicated(tmp_path: Path) -> Iterator[tuple[Server, Server]]:
         str(tmp_path / "r"), "--save", "", "--replicaof", "127.0.0.1", str(primary.port)
     )
     client = redis.Redis(port=replica.port)
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 120  # a safety net: the wait ends on the sync
     while client.info("replication").get("master_link_status") != "up":
         assert time.monotonic() < deadline, "the replica did not sync"
         time.sleep(0.05)
@@ -115,6 +115,7 @@ def test_a_write_no_replica_acknowledged_stops_the_run(
     ) as saver:
         config = {"configurable": {"thread_id": "n", "checkpoint_ns": ""}}
         replica.proc.send_signal(signal.SIGSTOP)  # alive but not acknowledging
+        wait_until_stopped(replica.proc)
         started = time.monotonic()
         with pytest.raises(NotReplicatedError) as err:
             saver.put(config, empty_checkpoint(), {"source": "input", "step": -1}, {})
