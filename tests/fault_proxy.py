@@ -7,12 +7,14 @@ to server, "down" server to client), on whichever connection carries them:
                                   # a command cut in the middle never runs
     proxy.cut("down", after=0)    # the command ran, its reply never arrives
     proxy.stall("down", 0.5)      # hold the next reply back for 0.5 s (past a timeout)
-    proxy.cut_every("up", 6)      # cut every 6th burst of bytes, at a random point
-                                  # inside it, until disarmed
+    proxy.cut_every("up", 6)      # cut a burst of bytes every 6 to 12 bursts, at a
+                                  # random point inside it, until disarmed
 
 ``faults`` counts the faults that fired, so a test can check it exercised something.
-Cuts are periodic, not drawn at random per burst: how many fire then follows from the
-traffic alone, and no command is cut on every one of its client's retries.
+Cuts come after a bounded number of bursts, not drawn at random per burst: how many fire
+then follows from the traffic alone (at least one per 2 x ``every`` bursts). The gap is
+drawn anew after each cut, so a retry whose reconnect and resend take exactly ``every``
+bursts cannot be cut on every attempt (a fixed period could resonate with it).
 """
 
 from __future__ import annotations
@@ -30,8 +32,8 @@ class _Fault:
     kind: str  # "cut" | "stall"
     after: int = 0
     seconds: float = 0.0
-    every: int = 0  # cut_every: cut one burst in this many; 0 = fire once
-    bursts: int = 0
+    every: int = 0  # cut_every: the shortest gap between cuts, in bursts; 0 = fire once
+    bursts: int = 0  # bursts until the next cut (cut_every)
 
 
 class FaultProxy:
@@ -60,7 +62,7 @@ class FaultProxy:
 
     def cut_every(self, direction: str, every: int) -> None:
         assert every >= 2, "every burst cut would leave no command a way through"
-        self._arm(_Fault(direction, "cut", every=every))
+        self._arm(_Fault(direction, "cut", every=every, bursts=every))
 
     def disarm(self) -> None:
         self._arm(None)
@@ -132,9 +134,10 @@ class FaultProxy:
                 self.faults += 1
                 return data, False, fault.seconds
             if fault.every:
-                fault.bursts += 1
-                if fault.bursts % fault.every:
+                fault.bursts -= 1
+                if fault.bursts > 0:
                     return data, False, 0.0
+                fault.bursts = fault.every + self._rng.randrange(fault.every + 1)
                 self.faults += 1
                 return data[: self._rng.randrange(len(data))], True, 0.0
             if fault.after >= len(data):

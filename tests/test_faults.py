@@ -137,7 +137,7 @@ def test_a_ledger_agent_run_through_random_cuts_repeats_no_effect(
     proxy: FaultProxy, redis_url: str, key_prefix: str, tmp_path: Path, direction: str, mode: str
 ) -> None:
     """Leases, checkpoints, pending writes and ledger entries, with connections cut at
-    random points all through the run (one burst of bytes in six)."""
+    random points all through the run (one burst of bytes every 6 to 12)."""
     effects = Effects(str(tmp_path / "effects"))
     config = {"configurable": {"thread_id": "agent"}}
 
