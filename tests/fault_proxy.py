@@ -8,13 +8,15 @@ to server, "down" server to client), on whichever connection carries them:
     proxy.cut("down", after=0)    # the command ran, its reply never arrives
     proxy.stall("down", 0.5)      # hold the next reply back for 0.5 s (past a timeout)
     proxy.cut_every("up", 6)      # cut a burst of bytes every 6 to 12 bursts, at a
-                                  # random point inside it, until disarmed
+                                  # random point inside it, until disarmed (a new
+                                  # connection's first bursts are spared: see below)
 
 ``faults`` counts the faults that fired, so a test can check it exercised something.
 Cuts come after a bounded number of bursts, not drawn at random per burst: how many fire
-then follows from the traffic alone (at least one per 2 x ``every`` bursts). The gap is
-drawn anew after each cut, so a retry whose reconnect and resend take exactly ``every``
-bursts cannot be cut on every attempt (a fixed period could resonate with it).
+then follows from the traffic alone. A new connection's first ``GRACE + every`` bursts
+are never cut: a client retrying a command reconnects (redis-py's handshake is 4 bursts)
+and resends it (a large argument goes as 3 bursts), so without it a retry longer than
+the gap between cuts would be cut on every attempt and the client would give up.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ import socket
 import threading
 import time
 from dataclasses import dataclass
+
+GRACE = 4  # bursts of a new connection never cut, besides `every` (see above)
 
 
 @dataclass
@@ -103,9 +107,11 @@ class FaultProxy:
         client: socket.socket,
         server: socket.socket,
     ) -> None:
+        carried = 0  # bursts this connection carried in this direction
         try:
             while data := src.recv(65536):
-                forward, cut, pause = self._decide(direction, data)
+                carried += 1
+                forward, cut, pause = self._decide(direction, data, carried)
                 if pause:
                     time.sleep(pause)
                 if forward:
@@ -123,8 +129,9 @@ class FaultProxy:
             with self._lock:
                 self._sockets.discard(sock)
 
-    def _decide(self, direction: str, data: bytes) -> tuple[bytes, bool, float]:
-        """What of ``data`` to forward, whether to cut after it, how long to hold it."""
+    def _decide(self, direction: str, data: bytes, carried: int) -> tuple[bytes, bool, float]:
+        """What of ``data`` (the ``carried``-th burst of its connection in this direction)
+        to forward, whether to cut after it, how long to hold it."""
         with self._lock:
             fault = self._fault
             if fault is None or fault.direction != direction:
@@ -135,7 +142,7 @@ class FaultProxy:
                 return data, False, fault.seconds
             if fault.every:
                 fault.bursts -= 1
-                if fault.bursts > 0:
+                if fault.bursts > 0 or carried <= GRACE + fault.every:
                     return data, False, 0.0
                 fault.bursts = fault.every + self._rng.randrange(fault.every + 1)
                 self.faults += 1
