@@ -544,8 +544,7 @@ class SaverCore:
             )
             checkpoint = self.load_value(ckpt_t, ckpt_b)
             metadata = self.load_value(meta_t, meta_b)
-            if not isinstance(checkpoint, dict) or not isinstance(metadata, dict):
-                raise RecordDamagedError("undecodable body")
+            _check_shape(checkpoint, metadata, checkpoint_id, parent_id)
         except (RecordDamagedError, ValueError) as exc:
             reason = getattr(exc, "reason", "undecodable body")
             why = reason
@@ -698,7 +697,9 @@ class SaverCore:
                 [len(lacking), *(d.member for d in lacking), *wanted_fields],
             )
             vanished = {d.member for d, still in zip(lacking, stored) if not int(still)}
-            selected = [d for d in selected if not (isinstance(d, _Decoded) and d.member in vanished)]
+            selected = [
+                d for d in selected if not (isinstance(d, _Decoded) and d.member in vanished)
+            ]
             blobs.update((f, v) for f, v in zip(wanted_fields, values) if v)
         results = [
             d if isinstance(d, _Damage) else self._complete(tk, d, blobs, report) for d in selected
@@ -794,6 +795,8 @@ class SaverCore:
         if checkpoint_id:
             member = self.keys.checkpoint_member(ns, checkpoint_id)
             results, _ = yield from self._read(tk, ["members", member])
+            if not results:  # deleted while it was read (retention, delete_thread)
+                return None
             result = results[0]
             if isinstance(result, _Damage):
                 if result.reason == "missing" and result.key == tk.cp:
@@ -1190,7 +1193,8 @@ class SaverCore:
     def verify(self, thread_id: str) -> Plan[VerifyReport]:
         """Check every record of a thread without changing anything (one round trip)."""
         tk = self.keys.thread(str(thread_id))
-        cp_index, cps, wix, wrs, bls, quarantined = yield Batch(
+        keys = (tk.cps, tk.cp, tk.wix, tk.wr, tk.bl, tk.qt)
+        replies = yield Batch(
             [
                 ("ZRANGE", tk.cps, 0, -1),
                 ("HGETALL", tk.cp),
@@ -1198,9 +1202,19 @@ class SaverCore:
                 ("HGETALL", tk.wr),
                 ("HGETALL", tk.bl),
                 ("HLEN", tk.qt),
-            ]
+            ],
+            errors_as_values=True,
+        )
+        wrong = [key for key, reply in zip(keys, replies) if isinstance(reply, Exception)]
+        for reply in replies:  # anything but a key of the wrong type is no finding
+            if isinstance(reply, Exception) and "WRONGTYPE" not in str(reply):
+                raise reply
+        empty: tuple[Any, ...] = ([], {}, [], {}, {}, 0)  # a damaged key reads as empty
+        cp_index, cps, wix, wrs, bls, quarantined = (
+            e if isinstance(r, Exception) else r for r, e in zip(replies, empty)
         )
         report = VerifyReport(tk.thread_id, quarantined=quarantined)
+        report.findings += [Finding("index", key, "", "key of the wrong type") for key in wrong]
         blobs = {_label(f): r for f, r in bls.items()}
         bad_blobs: dict[str, str] = {}
         for blob_field, record in blobs.items():
@@ -1412,10 +1426,29 @@ class _NewestVersions:
             self._versions.pop(key, None)
 
 
+def _check_shape(checkpoint: Any, metadata: Any, checkpoint_id: str, parent_id: Any) -> None:
+    """A verified checkpoint record is still only bytes someone wrote: everything a read
+    relies on must have the shape LangGraph gives it, or it is damage, not a crash."""
+    versions = checkpoint.get("channel_versions") if isinstance(checkpoint, dict) else None
+    if (
+        not isinstance(metadata, dict)
+        or not isinstance(versions, dict)
+        or checkpoint.get("id") != checkpoint_id
+        or not isinstance(checkpoint.get("ts", ""), str)
+        or not isinstance(checkpoint.get("versions_seen", {}), dict)
+        or not (parent_id is None or isinstance(parent_id, str))
+        or not all(
+            isinstance(c, str) and isinstance(v, (str, int, float)) and not isinstance(v, bool)
+            for c, v in versions.items()
+        )
+    ):
+        raise RecordDamagedError("malformed checkpoint")
+
+
 def _quarantine_reason(entry: bytes) -> str:
     try:
         reason = msgpack.unpackb(entry, raw=True)[0]
-    except (ValueError, TypeError, IndexError, msgpack.UnpackException):
+    except (ValueError, TypeError, IndexError, KeyError, msgpack.UnpackException):
         return "unreadable quarantine entry"
     return reason.decode(errors="replace") if isinstance(reason, bytes) else str(reason)
 

@@ -475,3 +475,11 @@ def test_resign_completes_a_key_rotation_from_the_command_line(signed: dict[str,
     done = invoke("resign", "signed", *where, env={"LGD_SIGNING_KEY": f"{NEW_KEY},{OLD_KEY}"})
     assert done.exit_code == 0 and "records re-signed" in done.stdout, done.output
     assert invoke("verify", "signed", "--signing-key", NEW_KEY, *where).exit_code == 0
+
+
+def test_a_password_in_the_url_query_is_masked_too() -> None:
+    from langgraph_durable.redact import redact, redact_url
+
+    url = "redis://127.0.0.1:6419/0?password=hunter2secret&db=0"
+    assert "hunter2secret" not in redact_url(url)
+    assert "hunter2secret" not in redact(f"cannot reach {url}: hunter2secret refused", url)

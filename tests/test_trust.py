@@ -195,3 +195,57 @@ def test_a_permissive_serializer_without_signing_key_is_warned_about(
     ):
         pass
     assert "can make readers run code" in caplog.text
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        {"channel_versions": []},
+        {"channel_versions": {1: "x"}},
+        {"channel_versions": {"count": True}},
+        {"id": "not-its-id"},
+        {"ts": 12},
+        "drop channel_versions",
+    ],
+)
+def test_a_verified_checkpoint_of_the_wrong_shape_is_damage_not_a_crash(
+    redis_url: str, key_prefix: str, redis_client: redis.Redis, damage: Any
+) -> None:
+    """Anyone who can write to Redis can seal a checkpoint with a valid checksum whose
+    content LangGraph never wrote: it is skipped like any damage."""
+    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as saver:
+        graph = counting_graph().compile(checkpointer=saver)
+        graph.invoke({"count": 0, "note": ""}, cfg("t"))
+        newest = saver.get_tuple(cfg("t"))
+        assert newest is not None
+        checkpoint = {k: v for k, v in newest.checkpoint.items() if k != "channel_values"}
+        if damage == "drop channel_versions":
+            checkpoint.pop("channel_versions")
+        else:
+            checkpoint.update(damage)
+        member = saver.keys.checkpoint_member("", newest.checkpoint["id"])
+        parent = newest.parent_config["configurable"]["checkpoint_id"]
+        body = [parent, *saver.serde.dumps_typed(checkpoint), *saver.serde.dumps_typed({})]
+        redis_client.hset(
+            saver.keys.thread("t").cp, member, saver.core._seal("cp", "t", member, body)
+        )
+
+        tup = saver.get_tuple(cfg("t"))
+        assert tup is not None and tup.checkpoint["id"] == parent
+        assert [c.checkpoint["id"] for c in saver.list(cfg("t"))][0] == parent
+        assert not saver.verify("t").ok
+        with pytest.raises(CheckpointCorruptedError, match="malformed checkpoint"):
+            saver.get_tuple(cfg("t", newest.checkpoint["id"]))
+
+
+def test_verify_names_a_key_of_the_wrong_type_instead_of_raising(
+    saver: RedisSaver, redis_client: redis.Redis
+) -> None:
+    counting_graph().compile(checkpointer=saver).invoke({"count": 0, "note": ""}, cfg("t"))
+    tk = saver.keys.thread("t")
+    for key in (tk.cp, tk.qt):
+        redis_client.delete(key)
+        redis_client.set(key, b"a stray SET")
+        report = saver.verify("t")
+        assert not report.ok
+        assert any(f.key == key and f.reason == "key of the wrong type" for f in report.findings)
