@@ -26,7 +26,6 @@ from hypothesis import HealthCheck, settings
 from langgraph_durable import RedisSaver
 from tests.servers import Server, start_server
 
-
 # Property tests: the same examples on every run (derandomize), and no time limit on an
 # example or on generating data, which a loaded machine would turn into failures.
 # `pytest --hypothesis-profile=explore` searches new examples on every run instead.

@@ -232,7 +232,7 @@ def test_a_verified_checkpoint_of_the_wrong_shape_is_damage_not_a_crash(
 
         tup = saver.get_tuple(cfg("t"))
         assert tup is not None and tup.checkpoint["id"] == parent
-        assert [c.checkpoint["id"] for c in saver.list(cfg("t"))][0] == parent
+        assert next(c.checkpoint["id"] for c in saver.list(cfg("t"))) == parent
         assert not saver.verify("t").ok
         with pytest.raises(CheckpointCorruptedError, match="malformed checkpoint"):
             saver.get_tuple(cfg("t", newest.checkpoint["id"]))
