@@ -75,8 +75,7 @@ def client_retry(*, asyncio: bool) -> Any:
 def batch_commands(op: Batch, scripts: ScriptSet) -> list[tuple[Any, ...]]:
     """A batch's commands as sent: its scripts as EVALSHA(_RO) of the loaded script."""
     return [
-        scripts.command(c.name, c.keys, c.args) if isinstance(c, Script) else c
-        for c in op.commands
+        scripts.command(c.name, c.keys, c.args) if isinstance(c, Script) else c for c in op.commands
     ]
 
 
@@ -143,6 +142,10 @@ class BaseRedisSaver(BaseCheckpointSaver[str]):
             again. False: reads skip damage the same way but never write, as for
             inspection (the ``langgraph-durable`` command line opens its saver so);
             ``verify`` still reports the damage.
+        accept_format_1: True (the default): records written by langgraph-durable 0.1
+            (format 1, whose checksum or signature does not cover the key prefix) are
+            read. Set False once ``resign`` has rewritten every record: then someone
+            with write access cannot copy old records in from another key prefix.
     """
 
     core: SaverCore
@@ -159,6 +162,7 @@ class BaseRedisSaver(BaseCheckpointSaver[str]):
         wait_for_replicas: int = 0,
         replica_timeout: float = 1.0,
         repair_on_read: bool = True,
+        accept_format_1: bool = True,
     ) -> None:
         if serde is None:
             serde = default_serde(allowed_types)
@@ -194,7 +198,7 @@ class BaseRedisSaver(BaseCheckpointSaver[str]):
         self.core = SaverCore(
             serde=self.serde,
             keys=KeySchema(key_prefix),
-            envelope=Envelope(signing_key, key_prefix),
+            envelope=Envelope(signing_key, key_prefix, accept_format_1=accept_format_1),
             ttl=ttl,
             keep_last=keep_last,
             wait_for_replicas=wait_for_replicas,

@@ -58,6 +58,8 @@ class Envelope:
         self,
         signing_key: bytes | str | Sequence[bytes | str] | None = None,
         key_prefix: str = "",
+        *,
+        accept_format_1: bool = True,
     ) -> None:
         keys: list[bytes]
         if signing_key is None:
@@ -73,6 +75,11 @@ class Envelope:
         self._signing = (_key_id(keys[0]), keys[0]) if keys else None
         self.key_prefix = key_prefix
         self._prefix = _framed(key_prefix.encode())
+        # Format 1 does not bind the key prefix: once ``resign`` has rewritten every record,
+        # refusing it keeps old records from being copied in from another prefix.
+        self._versions = (
+            (FORMAT_VERSION, _PREFIX_UNBOUND_VERSION) if accept_format_1 else (FORMAT_VERSION,)
+        )
 
     @property
     def signed(self) -> bool:
@@ -112,8 +119,12 @@ class Envelope:
         if record[:2] != MAGIC:
             raise RecordDamagedError("not a langgraph-durable record")
         version = record[2]
-        if version not in (FORMAT_VERSION, _PREFIX_UNBOUND_VERSION):
-            raise RecordDamagedError(f"unknown format version {version}")
+        if version not in self._versions:
+            raise RecordDamagedError(
+                "unknown format version 1 (accept_format_1=False)"
+                if version == _PREFIX_UNBOUND_VERSION
+                else f"unknown format version {version}"
+            )
         algorithm = record[3]
         if algorithm not in _DIGEST_SIZE:
             raise RecordDamagedError(f"unknown algorithm {algorithm}")

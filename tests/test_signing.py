@@ -3,6 +3,8 @@ rotation can be completed: re-sign in place, drop the old key, everything reads.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 from typing import Any
 
 import pytest
@@ -137,3 +139,32 @@ def test_records_of_the_previous_format_read_and_resign_to_the_current_one(
         records = thread_records(redis_client, saver, "t")
         assert all(r[2] == 2 for rs in records.values() for r in rs.values())
         assert messages(saver, "t") == expected
+
+
+def test_once_resigned_format_1_records_can_be_refused(
+    redis_url: str, key_prefix: str, redis_client: redis.Redis
+) -> None:
+    """Format 1 does not bind the key prefix: someone with write access could copy old
+    records in from another prefix. After resign, accept_format_1=False closes that."""
+    with RedisSaver.from_conn_string(
+        redis_url, key_prefix=key_prefix, signing_key=NEW_KEY
+    ) as saver:
+        react_graph(1).compile(checkpointer=saver).invoke(react_input("old"), cfg("t"))
+        tk = saver.keys.thread("t")
+        member = redis_client.zrevrange(tk.cps, 0, 0)[0]
+        identity = saver.keys.identity("cp", "t", member)
+        body = bytes(saver.core.envelope.open(identity, redis_client.hget(tk.cp, member)))
+        key_id = hashlib.sha256(NEW_KEY).digest()[:4]
+        framed = len(identity).to_bytes(4, "big") + identity
+        mac = hmac.new(NEW_KEY, framed + body, hashlib.sha256).digest()
+        old_record = MAGIC + bytes((1, 2)) + key_id + mac + body  # as 0.1 signed it
+        redis_client.hset(tk.cp, member, old_record)
+        assert saver.get_tuple(cfg("t")) is not None  # format 1 is read by default
+    with RedisSaver.from_conn_string(
+        redis_url, key_prefix=key_prefix, signing_key=NEW_KEY, accept_format_1=False
+    ) as strict:
+        tup = strict.get_tuple(cfg("t"))  # skips the format-1 record for the one before
+        report = strict.recovery_report("t")
+        assert tup is not None and report is not None
+        assert "format version 1" in report.skipped[0].reason
+        assert redis_client.hget(tk.cp, member) == old_record  # refused, never quarantined
