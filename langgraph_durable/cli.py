@@ -234,7 +234,18 @@ def out_table(
 def when(ts: str | None) -> str:
     if not ts:
         return "-"
-    return datetime.fromisoformat(ts).strftime("%Y-%m-%d %H:%M:%S")
+    try:
+        return datetime.fromisoformat(ts).strftime("%Y-%m-%d %H:%M:%S")
+    except (TypeError, ValueError):  # stored bytes say what they like: show, never crash
+        return repr(ts)[:40]
+
+
+def _count(saver: RedisSaver, key: str) -> int | str:
+    """Members of a sorted set, or "damaged" when the key holds another type."""
+    try:
+        return int(saver.client.zcard(key))
+    except redis.exceptions.ResponseError:
+        return "damaged"
 
 
 def thread_ids(saver: RedisSaver) -> list[str]:
@@ -290,8 +301,8 @@ def threads(redis_url: str | None, key_prefix: str, as_json: bool) -> None:
                     "unreadable": unreadable,
                     "step": latest.metadata.get("step") if latest else None,
                     "updated": latest.checkpoint["ts"] if latest else None,
-                    "checkpoints": saver.client.zcard(tk.cps),
-                    "ledger_entries": saver.client.zcard(tk.lgx),
+                    "checkpoints": _count(saver, tk.cps),
+                    "ledger_entries": _count(saver, tk.lgx),
                     "leased_to": _holder(saver.client.get(tk.lease)),
                 }
             )

@@ -996,15 +996,28 @@ class SaverCore:
         """
         src = self.keys.thread(str(source_thread_id))
         dst = self.keys.thread(str(target_thread_id))
-        cps, wrs, bls, runs, lgs = yield Batch(
+        replies = yield Batch(
             [
                 ("HGETALL", src.cp),
                 ("HGETALL", src.wr),
                 ("HGETALL", src.bl),
                 ("HGETALL", src.runs),
                 ("HGETALL", src.lg),
-            ]
+            ],
+            errors_as_values=True,
         )
+        for reply in replies:  # a key of the wrong type holds nothing to copy; others raise
+            if isinstance(reply, Exception):
+                if "WRONGTYPE" not in str(reply):
+                    raise reply
+                logger.error(
+                    "langgraph-durable: copy_thread %r -> %r left out a key of the wrong "
+                    "type (damaged): %s",
+                    src.thread_id,
+                    dst.thread_id,
+                    reply,
+                )
+        cps, wrs, bls, runs, lgs = ({} if isinstance(r, Exception) else r for r in replies)
         copied_cps: list[Any] = []
         copied_wrs: list[Any] = []
         copied_bls: list[Any] = []

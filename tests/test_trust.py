@@ -249,3 +249,21 @@ def test_verify_names_a_key_of_the_wrong_type_instead_of_raising(
         report = saver.verify("t")
         assert not report.ok
         assert any(f.key == key and f.reason == "key of the wrong type" for f in report.findings)
+
+
+def test_copy_thread_and_the_threads_command_survive_keys_of_the_wrong_type(
+    redis_url: str, key_prefix: str, redis_client: redis.Redis
+) -> None:
+    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as saver:
+        counting_graph().compile(checkpointer=saver).invoke({"count": 0, "note": ""}, cfg("t"))
+        tk = saver.keys.thread("t")
+        for key in (tk.wr, tk.lgx, tk.runs):
+            redis_client.set(key, b"a stray SET")
+        saver.copy_thread("t", "copy")
+        copied = saver.get_tuple(cfg("copy"))
+        assert copied is not None and copied.checkpoint["channel_values"]["count"] == 3
+        result = CliRunner().invoke(
+            cli, ["threads", "--redis-url", redis_url, "--key-prefix", key_prefix]
+        )
+        assert result.exit_code == 0, result.output
+        assert "damaged" in result.output
