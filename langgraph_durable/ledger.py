@@ -329,27 +329,21 @@ class ToolLedger:
         thread_id: str,
         entries: Iterable[LedgerEntry],
         replacing: Iterable[LedgerEntry] = (),
-        *,
-        only_new: bool = False,
-    ) -> Plan[list[LedgerEntry]]:
-        """Store entries; the bytes of any damaged record they replace go to quarantine.
-        With ``only_new``, an entry whose field already holds a record is not stored: that
-        record is returned instead (its index member was lost, so the read missed it)."""
+    ) -> Plan[None]:
+        """Store entries; the bytes of any damaged record they replace go to quarantine."""
         tk = self._keys.thread(thread_id)
         damaged = {e.field: e.damage for e in replacing if e.state == DAMAGED}
         args: list[Any] = [self.saver.core._ttl_arg, held_token(self._keys.prefix, thread_id)]
         for entry in entries:
             reason = damaged.get(entry.field) or ""
-            quarantine = self._keys.quarantine_field(_LEDGER, entry.field) if reason else ""
             args += [
                 entry.field,
                 self._seal(thread_id, entry),
-                quarantine or ("NX" if only_new else ""),
+                self._keys.quarantine_field(_LEDGER, entry.field) if reason else "",
                 reason,
             ]
-        found = yield Script("ledger_write", tk.with_twins(), args)
+        yield Script("ledger_write", tk.with_twins(), args)
         yield from self.saver.core.replicated(tk)
-        return [self._open(thread_id, found[i], found[i + 1]) for i in range(0, len(found), 2)]
 
     def _load(self, ctx: _TaskContext, site: _Site) -> Plan[None]:
         entries, damaged, unindexed = yield from self._read(
@@ -504,18 +498,7 @@ class ToolLedger:
             resolution=(ctx.answers[site.field].action if site.field in ctx.answers else None),
             started_at=time.time(),
         )
-        recorded = yield from self._write(
-            site.thread_id, [intent], replacing=[entry] if entry else [], only_new=entry is None
-        )
-        if recorded:  # the call was recorded, but the read missed it: decide on its record
-            logger.error(
-                "langgraph-durable: the ledger index of thread %r had lost the entry of call "
-                "%r; its record was found and is used",
-                site.thread_id,
-                site.field,
-            )
-            ctx.entries[site.field] = recorded[0]
-            return (yield from self._begin(ctx, site, policy))
+        yield from self._write(site.thread_id, [intent], replacing=[entry] if entry else [])
         return _Decision(replay=False, key=key, entry=intent)
 
     def _finish(self, site: _Site, decision: _Decision, state: str, **fields: Any) -> Plan[None]:

@@ -264,25 +264,6 @@ def test_lost_ledger_records_are_unknown_outcomes_never_a_silent_rerun(
         assert [e["tool"] for e in effects.lines() if e["kind"] == "effect"].count(tool_name) == 3
 
 
-def test_losses_in_both_halves_of_the_ledger_that_keep_their_sizes_equal_rerun_nothing(
-    saver: RedisSaver, redis_client: redis.Redis, tmp_path: Path
-) -> None:
-    """One call's index member and another call's record lost: the index and the hash
-    keep equal sizes, so only the write of the call's intent (NX) can find its record."""
-    everything_fails = dict.fromkeys(("charge", "send_email", "create_ticket"), "fail")
-    graph, calls, effects = crashed_agent(saver, tmp_path, everything_fails)
-    tk = saver.keys.thread("t")
-    fields = sorted(redis_client.hkeys(tk.lg))
-    charge = next(f for f in fields if b"charge" in f)
-    other = next(f for f in fields if b"create_ticket" in f)
-    assert redis_client.zrem(tk.lgx, charge) == 1 and redis_client.hdel(tk.lg, other) == 1
-    assert redis_client.zcard(tk.lgx) == redis_client.hlen(tk.lg)
-    with pytest.raises(ToolOutcomeUnknownError):  # create_ticket's record is gone: policy fail
-        graph.invoke(None, LEDGER_CONFIG)
-    assert calls.count("charge") == 1, "the recorded charge was not run again"
-    assert [e["tool"] for e in effects.lines() if e["kind"] == "effect"].count("charge") == 1
-
-
 # -- 3. a write whose parent checkpoint is gone is refused, typed ---------------------------
 def thread_snapshot(client: redis.Redis, saver: RedisSaver, thread: str) -> dict[bytes, Any]:
     """Every key of a thread: its type, its whole content and whether it has a TTL."""

@@ -4,22 +4,13 @@
 -- ARGV: 1 ttl, 2 fencing token or "", then quadruples (field, record, quarantine field,
 --       reason; the last two empty unless the record being replaced is damaged). An empty
 --       record re-indexes the field's record, if it is still there (ledger_read found
---       it missing from the index). A quarantine field "NX" stores the record only if
---       the field holds none: the intent of a call the reader found no entry for, whose
---       record may still be there though its index member was lost.
--- Returns {field, record, ...}: the records an "NX" write found (and re-indexed).
+--       it missing from the index).
 local denied = fence_denial(ARGV[2])
 if denied then return redis.error_reply(denied) end
 repair(ARGV[1])
-local found = {}
 for i = 3, #ARGV, 4 do
   local field = ARGV[i]
-  local existing = ARGV[i + 2] == 'NX' and redis.call('HGET', KEYS[K_LG], field)
-  if existing then
-    found[#found + 1] = field
-    found[#found + 1] = existing
-    redis.call('ZADD', KEYS[K_LGX], 0, field)
-  elseif ARGV[i + 1] == '' then
+  if ARGV[i + 1] == '' then
     if redis.call('HEXISTS', KEYS[K_LG], field) == 1 then
       redis.call('ZADD', KEYS[K_LGX], 0, field)
     end
@@ -35,4 +26,4 @@ for i = 3, #ARGV, 4 do
   end
 end
 touch(ARGV[1])
-return found
+return 1
