@@ -25,31 +25,18 @@ def cfg(thread_id: str) -> dict[str, Any]:
 @pytest.fixture
 def small_server(tmp_path: Path) -> Iterator[Server]:
     server = start_server(
-        str(tmp_path),
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--maxmemory",
-        "8mb",
-        "--maxmemory-policy",
-        "noeviction",
+        str(tmp_path), "--save", "", "--appendonly", "no", "--maxmemory-policy", "noeviction"
     )
     yield server
     server.stop()
 
 
-def fill_until_oom(client: redis.Redis) -> None:
-    """Write filler keys until Redis refuses even a small write: big ones first, then
-    small ones (a big write is refused early, its own query buffer counts as used)."""
-    for size in (200_000, 1_000):
-        for i in range(100_000):
-            try:
-                client.set(f"filler:{size}:{i}", b"f" * size)
-            except redis.exceptions.OutOfMemoryError:
-                break
-        else:
-            pytest.fail("the server never ran out of memory")
+def out_of_memory(client: redis.Redis, on: bool) -> None:
+    """Put the server far over its ``maxmemory`` (or lift the limit): under ``noeviction``
+    every write is refused while used memory exceeds it. Far over, not just over: a
+    server filled to the edge drifts back under it as buffers are freed."""
+    used = int(client.info("memory")["used_memory"])
+    client.config_set("maxmemory", used // 2 if on else 0)
 
 
 def test_reads_work_when_redis_is_out_of_memory(small_server: Server) -> None:
@@ -59,7 +46,7 @@ def test_reads_work_when_redis_is_out_of_memory(small_server: Server) -> None:
         graph.invoke(react_input("before oom"), cfg("t"))
         expected = graph.get_state(cfg("t")).values["messages"]
         history = [c.config for c in saver.list(cfg("t"))]
-        fill_until_oom(client)
+        out_of_memory(client, True)
         with pytest.raises(redis.exceptions.OutOfMemoryError):
             graph.invoke(react_input("more"), cfg("t"))  # writes are refused...
         # ... reads are not: the latest state (one pipelined round trip, no MULTI),
@@ -77,7 +64,11 @@ def test_reads_work_when_redis_is_out_of_memory(small_server: Server) -> None:
         member = fresh.keys.checkpoint_member("", newest)
         record = bytearray(client.hget(key, member))
         record[-1] ^= 1
-        client.hset(key, member, bytes(record))  # same size: an overwrite is allowed
+        out_of_memory(client, False)
+        client.hset(key, member, bytes(record))
+        out_of_memory(client, True)
+        with pytest.raises(redis.exceptions.OutOfMemoryError):
+            client.set("a-write", b"x")  # still out of memory
         older = fresh.get_tuple(cfg("t"))
         assert older is not None and older.checkpoint["id"] < newest
 
