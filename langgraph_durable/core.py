@@ -1006,18 +1006,15 @@ class SaverCore:
             ],
             errors_as_values=True,
         )
-        for reply in replies:  # a key of the wrong type holds nothing to copy; others raise
-            if isinstance(reply, Exception):
-                if "WRONGTYPE" not in str(reply):
-                    raise reply
-                logger.error(
-                    "langgraph-durable: copy_thread %r -> %r left out a key of the wrong "
-                    "type (damaged): %s",
-                    src.thread_id,
-                    dst.thread_id,
-                    reply,
-                )
-        cps, wrs, bls, runs, lgs = ({} if isinstance(r, Exception) else r for r in replies)
+        (cps, wrs, bls, runs, lgs), wrong = _wrong_type_as_empty(replies, ({},) * 5)
+        for i in wrong:
+            logger.error(
+                "langgraph-durable: copy_thread %r -> %r left out %s, which holds the "
+                "wrong type (damaged)",
+                src.thread_id,
+                dst.thread_id,
+                (src.cp, src.wr, src.bl, src.runs, src.lg)[i],
+            )
         copied_cps: list[Any] = []
         copied_wrs: list[Any] = []
         copied_bls: list[Any] = []
@@ -1218,16 +1215,11 @@ class SaverCore:
             ],
             errors_as_values=True,
         )
-        wrong = [key for key, reply in zip(keys, replies) if isinstance(reply, Exception)]
-        for reply in replies:  # anything but a key of the wrong type is no finding
-            if isinstance(reply, Exception) and "WRONGTYPE" not in str(reply):
-                raise reply
-        empty: tuple[Any, ...] = ([], {}, [], {}, {}, 0)  # a damaged key reads as empty
-        cp_index, cps, wix, wrs, bls, quarantined = (
-            e if isinstance(r, Exception) else r for r, e in zip(replies, empty)
+        (cp_index, cps, wix, wrs, bls, quarantined), wrong = _wrong_type_as_empty(
+            replies, ([], {}, [], {}, {}, 0)
         )
         report = VerifyReport(tk.thread_id, quarantined=quarantined)
-        report.findings += [Finding("index", key, "", "key of the wrong type") for key in wrong]
+        report.findings += [Finding("index", keys[i], "", "key of the wrong type") for i in wrong]
         blobs = {_label(f): r for f, r in bls.items()}
         bad_blobs: dict[str, str] = {}
         for blob_field, record in blobs.items():
@@ -1409,6 +1401,22 @@ class SaverCore:
                 entry["seed"] = seeds[ch]
             result[ch] = entry
         return result
+
+
+def _wrong_type_as_empty(
+    replies: Sequence[Any], empty: Sequence[Any]
+) -> tuple[list[Any], list[int]]:
+    """Batch replies with each WRONGTYPE error (a damaged key) replaced by the empty value
+    at its place, and the places that had one; any other error is raised."""
+    values, wrong = [], []
+    for i, (reply, nothing) in enumerate(zip(replies, empty)):
+        if isinstance(reply, Exception):
+            if "WRONGTYPE" not in str(reply):
+                raise reply
+            reply = nothing
+            wrong.append(i)
+        values.append(reply)
+    return values, wrong
 
 
 def _hmget(tk: ThreadKeys, fields: Sequence[str]) -> tuple[Any, ...]:
