@@ -31,6 +31,7 @@ from langgraph_durable.embedded import DEFAULT_DATA_DIR, EmbeddedRedis, resolve_
 from langgraph_durable.errors import (
     CheckpointCorruptedError,
     ConfigurationError,
+    InvalidConfigError,
     UnreadableThreadError,
 )
 from langgraph_durable.ledger import ToolLedger
@@ -192,6 +193,9 @@ class _Cli(click.Group):
             if not str(exc).startswith(_AUTH_REPLIES):
                 raise
             _unreachable(ctx, exc)
+        except InvalidConfigError as exc:  # a THREAD that cannot be a thread id, say
+            click.echo(f"langgraph-durable: bad input: {' '.join(str(exc).split())}", err=True)
+            ctx.exit(2)
 
 
 def _unreachable(ctx: click.Context, exc: BaseException) -> None:
@@ -320,6 +324,13 @@ def threads(redis_url: str | None, key_prefix: str, as_json: bool) -> None:
     )
 
 
+def _require_thread(saver: RedisSaver, thread: str, key_prefix: str) -> None:
+    """Exit 1 naming the thread when Redis holds no key of it (a typo, another prefix)."""
+    tk = saver.keys.thread(thread)
+    if not saver.client.exists(*tk.all(), *tk.damaged()):
+        raise click.ClickException(f"no such thread {thread!r} (key prefix {key_prefix!r})")
+
+
 def _holder(lease: bytes | None) -> str | None:
     """The owner part of a lease value (``owner \\0 token``)."""
     return lease.split(b"\0", 1)[0].decode(errors="replace") if lease else None
@@ -342,6 +353,8 @@ def history(redis_url: str | None, key_prefix: str, as_json: bool, thread: str) 
             }
             for t in saver.list({"configurable": {"thread_id": thread}})
         ]
+        if not rows:
+            _require_thread(saver, thread, key_prefix)
     out_table(
         as_json,
         rows,
@@ -426,6 +439,8 @@ def ledger(redis_url: str | None, key_prefix: str, as_json: bool, thread: str) -
     """The tool-call ledger of THREAD: every recorded call and its outcome."""
     with open_saver(redis_url, key_prefix) as saver:
         entries = ToolLedger(saver).entries(thread)
+        if not entries:
+            _require_thread(saver, thread, key_prefix)
     rows = [
         {
             "step": e.step,
@@ -505,6 +520,7 @@ def verify(
                             {
                                 "moved": [list(m) for m in moved.moved],
                                 "left": [list(m) for m in moved.left],
+                                "reindexed": moved.reindexed,
                             }
                             if moved
                             else {}
@@ -523,6 +539,8 @@ def verify(
                 text.append(f"{name}: moved to quarantine: {kind} {_shown(field_)}: {reason}")
             for kind, field_, why in r.get("left", []):
                 text.append(f"{name}: left in place: {kind} {_shown(field_)}: {why}")
+            if r.get("reindexed"):
+                text.append(f"{name}: put {r['reindexed']} intact records back into their index")
             status = "ok" if r["ok"] else "DAMAGED" if r["findings"] else "NOT OK"
             held = f", {r['quarantined']} records quarantined" if r["quarantined"] else ""
             text.append(f"{r['thread_id']}: {status} ({r['intact']} intact checkpoints{held})")

@@ -223,6 +223,7 @@ def _task_of(keys: KeySchema, write_member: str) -> str | None:
 
 
 MALFORMED = "malformed index member"
+NOT_INDEXED = "record not in the index"  # its index key was evicted or lost: reindex.lua
 MISSING_RECORD = "missing record"
 
 
@@ -497,7 +498,7 @@ class SaverCore:
     def script_error(self, op: Script, exc: Exception) -> Exception:
         """The typed error for a write a script refused (the lease checks), else ``exc``."""
         code, _, detail = str(exc).partition(" ")
-        thread_id = self.keys.thread_id_from_index_key(op.keys[0]) if op.keys else None
+        thread_id = self.keys.thread_id_from_key(op.keys[0]) if op.keys else None
         if code == "LGD_LEASED":
             holder, _, ms_left = detail.rpartition(" ")
             return LeaseHeldError(
@@ -717,17 +718,46 @@ class SaverCore:
         trip. Not in MULTI, which Redis refuses when out of memory: a value deleted
         between the two is told from damage by ``_read``."""
         script = Script("read_checkpoints", tk.all(), args)
-        if not guess:
-            wrongtype, *entries = yield script
+        for attempt in (1, 2):
+            if not guess:
+                wrongtype, unindexed, *entries = yield script
+                values: Any = None
+            else:
+                reply, values = yield Batch([script, _hmget(tk, guess)], errors_as_values=True)
+                if isinstance(reply, Exception):
+                    raise self.script_error(script, reply)
+                wrongtype, unindexed, *entries = reply
             self._log_wrongtype(tk, wrongtype)
-            return entries, {}
-        op = Batch([script, _hmget(tk, guess)], errors_as_values=True)
-        reply, values = yield op
-        if isinstance(reply, Exception):
-            raise self.script_error(script, reply)
-        wrongtype, *entries = reply
-        self._log_wrongtype(tk, wrongtype)
-        return entries, self._values(tk, guess, values)
+            if not unindexed or attempt == 2 or not (yield from self._reindex(tk, unindexed)):
+                break
+        return entries, (self._values(tk, guess, values) if guess else {})
+
+    def _reindex(self, tk: ThreadKeys, unindexed: Sequence[bytes | str]) -> Plan[bool]:
+        """Put back the index members of records an index lacks (its key was evicted or
+        lost in a bad restore), so no checkpoint or pending write silently vanishes.
+        True when members were put back: the caller reads again. A read that may not
+        write (``repair_on_read=False``, a read-only replica or ACL user) logs instead."""
+        kinds = ", ".join(_label(k) for k in unindexed)
+        if self.repair_on_read:
+            (added,) = yield Batch(
+                [Script("reindex", tk.with_twins(), [self._ttl_arg])], errors_as_values=True
+            )
+            if not isinstance(added, Exception):
+                logger.error(
+                    "langgraph-durable: index %s of thread %r lacked %d stored records "
+                    "(evicted or lost in a restore?): put back",
+                    kinds,
+                    tk.thread_id,
+                    added,
+                )
+                return bool(added)
+        logger.error(
+            "langgraph-durable: index %s of thread %r lacks stored records (evicted or lost "
+            "in a restore?): they are not read until `langgraph-durable verify --repair`",
+            kinds,
+            tk.thread_id,
+        )
+        return False
 
     def _read_values(self, tk: ThreadKeys, fields: list[str]) -> Plan[dict[str, bytes | None]]:
         (values,) = yield Batch([_hmget(tk, fields)], errors_as_values=True)
@@ -889,13 +919,14 @@ class SaverCore:
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> Plan[None]:
+        before_id = inputs.list_options(filter, before, limit)
         if limit is not None and limit <= 0:
             return
         remaining = [limit]  # shared countdown across threads
         if config is None:
             thread_ids = yield from self._all_thread_ids()
             for thread_id in thread_ids:
-                yield from self._list_thread(thread_id, None, None, filter, before, remaining)
+                yield from self._list_thread(thread_id, None, None, filter, before_id, remaining)
                 if remaining[0] is not None and remaining[0] <= 0:
                     return
             return
@@ -905,7 +936,7 @@ class SaverCore:
             conf.get("checkpoint_ns"),
             conf.get("checkpoint_id"),
             filter,
-            before,
+            before_id,
             remaining,
         )
 
@@ -915,14 +946,10 @@ class SaverCore:
         ns: str | None,
         checkpoint_id: str | None,
         filter: dict[str, Any] | None,
-        before: RunnableConfig | None,
+        before_id: str | None,
         remaining: list[int | None],
     ) -> Plan[None]:
         tk = self.keys.thread(thread_id)
-        before_id = inputs.optional_id(
-            (before or {}).get("configurable", {}).get("checkpoint_id") if before else None,
-            "before['configurable']['checkpoint_id']",
-        )
 
         def wanted(d: _Decoded) -> bool:
             return not filter or all(d.metadata.get(k) == v for k, v in filter.items())
@@ -945,8 +972,10 @@ class SaverCore:
                     return
                 cursor = fetched[-1]
         # Every namespace of the thread (or one checkpoint id): newest first by id.
-        wrongtype, members = yield Script("read_index", tk.all(), [])
+        wrongtype, members, unindexed = yield Script("read_index", tk.all(), [])
         self._log_wrongtype(tk, wrongtype)
+        if unindexed and (yield from self._reindex(tk, unindexed)):
+            _, members, _ = yield Script("read_index", tk.all(), [])
         chosen: list[tuple[str, str]] = []
         for raw in members:
             try:
@@ -1090,7 +1119,7 @@ class SaverCore:
 
     def _all_thread_ids(self) -> Plan[list[str]]:
         keys = yield ScanKeys(self.keys.thread_scan_pattern())
-        return sorted({t for k in keys if (t := self.keys.thread_id_from_index_key(k)) is not None})
+        return sorted({t for k in keys if (t := self.keys.thread_id_from_key(k)) is not None})
 
     def _collect(
         self,
@@ -1243,9 +1272,7 @@ class SaverCore:
                 report.damaged_checkpoints.append(checkpoint_id)
                 continue
             if member not in indexed:
-                report.findings.append(
-                    Finding("index", tk.cps, member, "record not in the index", checkpoint_id)
-                )
+                report.findings.append(Finding("index", tk.cps, member, NOT_INDEXED, checkpoint_id))
             entry = self._decode_entry(tk, [member, records[member], []])
             if isinstance(entry, _Damage):
                 report.findings.append(
@@ -1268,12 +1295,17 @@ class SaverCore:
                 checkpoint_id
             )
         writes = {_label(m): r for m, r in wrs.items()}
-        for write_member in sorted({_label(m) for m in wix} | set(writes)):
+        write_index = {_label(m) for m in wix}
+        for write_member in sorted(write_index | set(writes)):
             try:
                 checkpoint_id = self.keys.parse_write_member(write_member).checkpoint_id
             except ValueError:
                 report.findings.append(Finding("index", tk.wix, write_member, MALFORMED))
                 continue
+            if write_member in writes and write_member not in write_index:
+                report.findings.append(
+                    Finding("index", tk.wix, write_member, NOT_INDEXED, checkpoint_id)
+                )
             try:
                 self._open_value("wr", tk.thread_id, write_member, writes.get(write_member))
             except RecordDamagedError as exc:
@@ -1489,8 +1521,7 @@ def _prunable(decoded: dict[str, _Decoded], keep_last: int, pinned: set[str]) ->
             keep.add(kept.member)
             # counters_since_delta_snapshot: supersteps since each DeltaChannel's last
             # snapshot, i.e. how far up the parent chain its seed lies.
-            counters = kept.metadata.get("counters_since_delta_snapshot") or {}
-            depth = max((int(c[1]) for c in counters.values()), default=0) + (1 if counters else 0)
+            depth = _delta_depth(kept.metadata, whole_chain=len(ns_entries))
             cursor = kept
             for _ in range(depth):
                 parent = by_id.get(cursor.parent_id or "")
@@ -1499,6 +1530,22 @@ def _prunable(decoded: dict[str, _Decoded], keep_last: int, pinned: set[str]) ->
                 keep.add(parent.member)
                 cursor = parent
     return {m for m in decoded if m not in keep}
+
+
+def _delta_depth(metadata: Mapping[str, Any], *, whole_chain: int) -> int:
+    """How many ancestors a checkpoint's DeltaChannels are rebuilt from. Metadata that
+    does not say it plainly (written by something else) keeps the whole chain: retention
+    never deletes what a read may need."""
+    counters = metadata.get("counters_since_delta_snapshot") or {}
+    try:
+        return max((int(c[1]) for c in counters.values()), default=-1) + 1
+    except (AttributeError, TypeError, ValueError, IndexError, KeyError):
+        logger.warning(
+            "langgraph-durable: unreadable counters_since_delta_snapshot %.80r: retention "
+            "keeps every ancestor of the checkpoint",
+            counters,
+        )
+        return whole_chain
 
 
 class _NoValue:

@@ -63,6 +63,28 @@ def configurable(config: Any, *, any_namespace: bool = False) -> Mapping[str, An
     return conf
 
 
+def list_options(filter: Any, before: Any, limit: Any) -> str | None:
+    """Check ``list()``'s options; returns the checkpoint id of ``before``, if any."""
+    if filter is not None and not isinstance(filter, Mapping):
+        raise InvalidConfigError(
+            f"list(filter=...) must be a dict of metadata keys to values, got "
+            f"{type(filter).__name__} {filter!r}"
+        )
+    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool)):
+        raise InvalidConfigError(
+            f"list(limit=...) must be an int, got {type(limit).__name__} {limit!r}"
+        )
+    if before is None or (isinstance(before, Mapping) and not before):
+        return None
+    conf = before.get("configurable") if isinstance(before, Mapping) else None
+    if not isinstance(conf, Mapping):
+        raise InvalidConfigError(
+            f"list(before=...) must be a config with a 'configurable' dict, got "
+            f"{type(before).__name__} {before!r}"
+        )
+    return optional_id(conf.get("checkpoint_id"), "before['configurable']['checkpoint_id']")
+
+
 def optional_id(value: Any, what: str) -> str | None:
     """A checkpoint id that may be absent (None or empty)."""
     return None if value is None else text(value, what)

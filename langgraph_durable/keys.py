@@ -41,6 +41,7 @@ _SEP_AFTER = "\x01"  # the smallest string greater than every "... SEP ..." cont
 _IDX_OFFSET = 2**31  # write indexes are negative for special channels (-1..-4)
 
 THREAD_KEY_KINDS = ("cps", "wix", "cp", "wr", "bl", "runs", "qt", "lg", "lgx")
+_THREAD_MARKING_KINDS = frozenset({"cps", "cp", "lg", "lgx"})
 # Not data: the lease expires on its own clock, so the thread's ttl must never touch it.
 LEASE_KEY_KINDS = ("lease", "fence")
 _THREAD_CACHE_SIZE = 4096  # ThreadKeys kept per KeySchema: escaping and 20 key strings per call
@@ -182,16 +183,19 @@ class KeySchema:
         return tk
 
     def thread_scan_pattern(self) -> str:
-        """SCAN MATCH pattern with exactly one key per thread that has checkpoints."""
-        return f"{_glob_escape(self.prefix)}:{{*}}:cps"
+        """SCAN MATCH pattern for the keys that make a thread exist: its checkpoint
+        index and hash, and its ledger (a thread whose checkpoint index was evicted, or
+        that holds only ledger entries, is still found). Filter with ``thread_id_from_key``."""
+        return f"{_glob_escape(self.prefix)}:{{*}}:[cl][pg]*"
 
-    def thread_id_from_index_key(self, key: str | bytes) -> str | None:
+    def thread_id_from_key(self, key: str | bytes) -> str | None:
+        """The thread id of one of the keys ``thread_scan_pattern`` matches, else None."""
         text = key.decode() if isinstance(key, bytes) else key
         head = f"{self.prefix}:{{"
-        if not text.startswith(head) or not text.endswith("}:cps"):
+        if not text.startswith(head):
             return None
-        tag = text[len(head) : -len("}:cps")]
-        if "{" in tag or "}" in tag:
+        tag, sep, kind = text[len(head) :].rpartition("}:")
+        if not sep or kind not in _THREAD_MARKING_KINDS or "{" in tag or "}" in tag:
             return None
         return "" if tag == "%" else unquote(tag)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from langgraph_durable.core import _CONFIG_REASONS, Batch, Plan, SaverCore, Script
+from langgraph_durable.core import _CONFIG_REASONS, NOT_INDEXED, Batch, Plan, SaverCore, Script
 
 
 @dataclass
@@ -19,6 +19,7 @@ class RepairReport:
     thread_id: str
     moved: list[tuple[str, str, str]] = field(default_factory=list)  # (kind, field, reason)
     left: list[tuple[str, str, str]] = field(default_factory=list)  # (kind, field, why)
+    reindexed: int = 0  # intact records put back into their index
 
 
 def repair(core: SaverCore, thread_id: str) -> Plan[RepairReport]:
@@ -26,9 +27,9 @@ def repair(core: SaverCore, thread_id: str) -> Plan[RepairReport]:
     ``repair_on_read`` would: a checkpoint with a damaged or missing record or channel
     value, the damaged value itself, every pending write of a task with a damaged write
     (the task then runs again as a whole), and index members with no record or that the
-    saver cannot have written. Left alone: failures that may be this reader's
-    configuration (a bad signature: a missing or wrong ``signing_key``), and intact
-    records missing from the index."""
+    saver cannot have written. Intact records missing from their index are put back
+    into it. Left alone: failures that may be this reader's configuration (a bad
+    signature: a missing or wrong ``signing_key``)."""
     tk = core.keys.thread(str(thread_id))
     found = yield from core.verify(thread_id)
     result = RepairReport(tk.thread_id)
@@ -37,12 +38,13 @@ def repair(core: SaverCore, thread_id: str) -> Plan[RepairReport]:
     write_index, write_fields = yield Batch([("ZRANGE", tk.wix, 0, -1), ("HKEYS", tk.wr)])
     writes = {_text(m) for m in write_index} | {_text(f) for f in write_fields}
     moves: dict[tuple[str, str], str] = {}  # (kind, field) -> reason
+    reindex = False
     for finding in found.findings:
         if finding.reason.startswith(_CONFIG_REASONS):
             why = f"may be this reader's configuration: {finding.reason}"
             result.left.append((finding.kind, finding.field, why))
-        elif finding.kind == "index" and finding.reason == "record not in the index":
-            result.left.append((finding.kind, finding.field, "intact record outside the index"))
+        elif finding.kind == "index" and finding.reason == NOT_INDEXED:
+            reindex = True
         elif finding.kind == "write" or (finding.kind == "index" and finding.key == tk.wix):
             moves.setdefault(("wr", finding.field), finding.reason)
             for sibling in _siblings(core, finding.field, writes):
@@ -57,6 +59,8 @@ def repair(core: SaverCore, thread_id: str) -> Plan[RepairReport]:
         result.moved.append((kind, field_, reason))
     if args:
         yield Script("quarantine", tk.with_twins(), [core._ttl_arg, *args])
+    if reindex:  # after the quarantine: a damaged record must not be indexed again
+        result.reindexed = yield Script("reindex", tk.with_twins(), [core._ttl_arg])
     return result
 
 

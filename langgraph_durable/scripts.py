@@ -33,6 +33,7 @@ SCRIPT_NAMES = (
     "ledger_delete",
     "lease",
     "reseal",
+    "reindex",
 )
 READ_ONLY = frozenset({"read_checkpoints", "read_index", "recheck_values", "ledger_read"})
 _NO_WRITES = "#!lua flags=no-writes\n"

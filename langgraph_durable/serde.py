@@ -43,8 +43,10 @@ _loading = threading.local()  # refusals LangGraph reports during this thread's 
 def _on_serde_event(event: SerdeEvent) -> None:
     refused = getattr(_loading, "refused", None)
     if refused is not None and event.get("kind") in _REFUSALS:
-        name = ".".join(filter(None, (event.get("module"), event.get("name"), event.get("method"))))
-        refused.append(name)
+        # str(): a forged record may name a module that is no string (LangGraph reports
+        # it as given); a failing listener would let the refusal pass unrecorded.
+        parts = (event.get("module"), event.get("name"), event.get("method"))
+        refused.append(".".join(str(p) for p in parts if p is not None))
 
 
 register_serde_event_listener(_on_serde_event)

@@ -287,6 +287,32 @@ def test_verify_of_a_thread_that_does_not_exist_says_so(redis_url: str, key_pref
     assert nothing.exit_code == 1 and "no threads under key prefix" in nothing.output
 
 
+@pytest.mark.parametrize("command", ["history", "ledger"])
+def test_history_and_ledger_of_a_thread_that_does_not_exist_say_so(
+    redis_url: str, key_prefix: str, command: str
+) -> None:
+    done = invoke(command, "nobody", "--redis-url", redis_url, "--key-prefix", key_prefix)
+    assert done.exit_code == 1
+    assert f"no such thread 'nobody' (key prefix {key_prefix!r})" in done.output
+
+
+@pytest.mark.parametrize("command", ["show", "history", "ledger", "verify"])
+def test_a_thread_argument_that_is_not_utf8_is_one_line_not_a_traceback(
+    redis_url: str, key_prefix: str, command: str
+) -> None:
+    done = subprocess.run(
+        [BIN.encode(), command.encode(), b"\xff\xfe", b"--key-prefix", key_prefix.encode()],
+        env={**os.environ, "REDIS_URL": redis_url},
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    (line,) = [x for x in done.stderr.splitlines() if x.startswith("langgraph-durable")]
+    assert "bad input: thread_id must be valid Unicode" in line
+
+
 @pytest.fixture
 def signed(redis_url: str, key_prefix: str) -> dict[str, Any]:
     """A thread written under OLD_KEY, then more of it after rotating to [NEW_KEY, OLD_KEY]."""

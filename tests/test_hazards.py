@@ -264,6 +264,94 @@ def test_lost_ledger_records_are_unknown_outcomes_never_a_silent_rerun(
         assert [e["tool"] for e in effects.lines() if e["kind"] == "effect"].count(tool_name) == 3
 
 
+# -- 2b. a checkpoint or write index lost while its records stay: rebuilt, never a new past --
+def interrupted_thread(saver: RedisSaver) -> tuple[Any, dict[str, Any]]:
+    """A graph stopped at an interrupt after two steps: checkpoints with pending writes."""
+
+    class State(TypedDict):
+        trail: Annotated[list[str], operator.add]
+
+    def ask(state: State) -> dict[str, Any]:
+        return {"trail": [interrupt("go on?")]}
+
+    builder = StateGraph(State)
+    builder.add_node("a", lambda s: {"trail": ["a"]})
+    builder.add_node("ask", ask)
+    builder.add_edge(START, "a")
+    builder.add_edge("a", "ask")
+    builder.add_edge("ask", END)
+    graph = builder.compile(checkpointer=saver)
+    config = {"configurable": {"thread_id": "t"}}
+    assert graph.invoke({"trail": ["in"]}, config)["__interrupt__"]
+    return graph, config
+
+
+@pytest.mark.parametrize("lost", ["cps", "wix", "both"])
+def test_a_lost_checkpoint_or_write_index_is_rebuilt_from_the_records(
+    saver: RedisSaver, redis_client: redis.Redis, caplog: pytest.LogCaptureFixture, lost: str
+) -> None:
+    graph, config = interrupted_thread(saver)
+    tk = saver.keys.thread("t")
+    before = graph.get_state(config)
+    history = [s.config for s in graph.get_state_history(config)]
+    writes = redis_client.zcard(tk.wix)
+    assert writes > 0 and before.interrupts
+    for kind in ("cps", "wix") if lost == "both" else (lost,):
+        assert redis_client.delete(getattr(tk, kind)) == 1  # evicted: the records stay
+    after = graph.get_state(config)
+    assert after.values == before.values and after.config == before.config
+    assert after.interrupts == before.interrupts, "the pending interrupt write is back"
+    assert [s.config for s in graph.get_state_history(config)] == history
+    assert redis_client.zcard(tk.cps) == len(history) and redis_client.zcard(tk.wix) == writes
+    assert redis_client.ttl(tk.cps) == -1  # no ttl configured: none set
+    assert any("lacked" in r.getMessage() and r.levelno == logging.ERROR for r in caplog.records)
+    out = graph.invoke(Command(resume="yes"), config)  # the run goes on from where it was
+    assert out["trail"] == ["in", "a", "yes"]
+    assert len(list(graph.get_state_history(config))) == len(history) + 1
+
+
+def test_a_read_that_may_not_write_reports_a_lost_index_and_verify_repair_rebuilds_it(
+    saver: RedisSaver, redis_client: redis.Redis, redis_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    graph, config = interrupted_thread(saver)
+    tk = saver.keys.thread("t")
+    redis_client.delete(tk.cps, tk.wix)
+    with RedisSaver.from_conn_string(
+        redis_url, key_prefix=saver.key_prefix, repair_on_read=False
+    ) as reader:
+        assert reader.get_tuple(config) is None  # not read, but said so
+        assert any("verify --repair" in r.getMessage() for r in caplog.records)
+        assert not redis_client.exists(tk.cps), "a read that may not write wrote"
+        report = reader.verify("t")
+        assert not report.ok
+        assert {f.key for f in report.findings if f.reason == "record not in the index"} == {
+            tk.cps,
+            tk.wix,
+        }
+    from langgraph_durable.repair import repair
+
+    repaired = saver._drive(repair(saver.core, "t"))
+    assert repaired.reindexed == redis_client.zcard(tk.cps) + redis_client.zcard(tk.wix) > 0
+    assert saver.verify("t").ok
+    assert graph.get_state(config).interrupts
+
+
+def test_every_thread_is_found_even_without_its_checkpoint_index(
+    saver: RedisSaver, redis_client: redis.Redis
+) -> None:
+    interrupted_thread(saver)
+    _, checkpoint, metadata, versions = child_of(saver, None, 0)
+    saver.put(
+        {"configurable": {"thread_id": "other", "checkpoint_ns": ""}},
+        checkpoint,
+        metadata,
+        versions,
+    )
+    redis_client.delete(saver.keys.thread("t").cps)
+    assert saver._drive(saver.core._all_thread_ids()) == ["other", "t"]
+    assert {c.config["configurable"]["thread_id"] for c in saver.list(None)} == {"other", "t"}
+
+
 # -- 3. a write whose parent checkpoint is gone is refused, typed ---------------------------
 def thread_snapshot(client: redis.Redis, saver: RedisSaver, thread: str) -> dict[bytes, Any]:
     """Every key of a thread: its type, its whole content and whether it has a TTL."""
@@ -542,6 +630,18 @@ def chain_of(saver: RedisSaver, length: int) -> list[dict[str, Any]]:
     for step in range(length):
         configs.append(saver.put(*child_of(saver, configs[-1] if configs else None, step)))
     return configs
+
+
+@pytest.mark.parametrize("counters", ["odd", {"messages": "x"}, {"messages": [None]}, [1, 2]])
+def test_retention_keeps_the_chain_of_a_checkpoint_whose_delta_counters_are_unreadable(
+    saver: RedisSaver, caplog: pytest.LogCaptureFixture, counters: Any
+) -> None:
+    configs = chain_of(saver, 4)
+    config, checkpoint, metadata, versions = child_of(saver, configs[-1], 4)
+    saver.put(config, checkpoint, {**metadata, "counters_since_delta_snapshot": counters}, versions)
+    saver.prune(["t"])  # keep_latest: the newest, and whatever it may be rebuilt from
+    assert len(list(saver.list({"configurable": {"thread_id": "t"}}))) == 5
+    assert "retention keeps every ancestor" in caplog.text
 
 
 def test_index_members_without_records_leave_the_index_once(

@@ -89,9 +89,7 @@ def together(wrap: Callable[[Any, Any], Any], calls: int = CALLS_PER_STEP) -> Ca
     return held
 
 
-def atogether(
-    awrap: Callable[[Any, Any], Any], calls: int = CALLS_PER_STEP
-) -> Callable[..., Any]:
+def atogether(awrap: Callable[[Any, Any], Any], calls: int = CALLS_PER_STEP) -> Callable[..., Any]:
     """``together`` for async ToolNode, whose ``asyncio.gather`` would otherwise leave
     the other calls running on after the failed invoke, racing the next one."""
     gate: dict[str, Any] = {"arrived": 0, "open": None}

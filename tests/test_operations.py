@@ -452,6 +452,26 @@ def test_a_bad_config_field_is_an_invalid_config_error_naming_it(
 
 
 @pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"before": "x"}, r"before=.*config.*str 'x'"),
+        ({"before": {"configurable": {"checkpoint_id": 5}}}, "before.*checkpoint_id.*int"),
+        ({"filter": [("step", 1)]}, r"filter=.*dict.*list"),
+        ({"limit": "2"}, r"limit=.*int.*str '2'"),
+        ({"limit": 2.0}, r"limit=.*int.*float"),
+    ],
+)
+@pytest.mark.parametrize("config", [cfg(), cfg(checkpoint_ns=""), None])
+def test_bad_list_options_are_invalid_config_errors_naming_them(
+    saver: RedisSaver, config: Any, options: dict[str, Any], message: str
+) -> None:
+    saver.put(cfg(checkpoint_ns=""), empty_checkpoint(), {}, {})
+    with pytest.raises(InvalidConfigError, match=message):
+        list(saver.list(config, **options))
+    assert len(list(saver.list(config, before={}, filter={}, limit=None))) == 1
+
+
+@pytest.mark.parametrize(
     "write, message",
     [
         (lambda s, c: s.put(c, {**empty_checkpoint(), "id": 7}, {}, {}), r"checkpoint\['id'\]"),

@@ -118,6 +118,22 @@ def test_pickle_and_json_records_are_refused_by_the_default_serializer(
                 saver.get_tuple(cfg("t", newest.checkpoint["id"]))
 
 
+@pytest.mark.parametrize("module", [7, None, b"os", 1.5])
+def test_a_type_named_by_something_other_than_a_string_is_refused_not_passed_through(
+    redis_url: str, key_prefix: str, redis_client: redis.Redis, module: Any
+) -> None:
+    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as saver:
+        graph = counting_graph().compile(checkpointer=saver)
+        graph.invoke({"count": 0, "note": ""}, cfg("t"))
+        call = ormsgpack.packb((module, "system", "the raw argument"))
+        forged_id = forge_newest_value(
+            saver, redis_client, "t", ormsgpack.packb(ormsgpack.Ext(0, call))
+        )
+        with pytest.raises(CheckpointCorruptedError, match="refused type"):
+            saver.get_tuple(cfg("t", forged_id))
+        assert graph.get_state(cfg("t")).values["note"] != "the raw argument"
+
+
 @dataclass
 class Invoice:
     number: int

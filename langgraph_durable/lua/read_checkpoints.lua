@@ -2,7 +2,8 @@
 -- KEYS: the thread's keys (see _prelude.lua)
 -- ARGV: 1 "range": 2 max bound, 3 min bound, 4 limit  (newest first, ZREVRANGEBYLEX)
 --       1 "members": 2.. checkpoint members
--- Returns: { {keys of the wrong type...}, {member, record or nil, {write member, write
+-- Returns: { {keys of the wrong type...}, {index keys lacking records (see unindexed)},
+--            {member, record or nil, {write member, write
 --            record, ...}, 1 if the member is indexed but its record is gone else 0}, ... }
 local cps_ok, cp_ok = usable(K_CPS, 'zset'), usable(K_CP, 'hash')
 local writes_ok = usable(K_WIX, 'zset') and usable(K_WR, 'hash')
@@ -15,7 +16,7 @@ else
   for i = 2, #ARGV do members[#members + 1] = ARGV[i] end
 end
 local CHUNK = 1000
-local out = {wrongtype}
+local out = {wrongtype, unindexed()}
 for _, member in ipairs(members) do
   local writes = {}
   local wms = writes_ok and writes_of(member) or {}
