@@ -3,7 +3,10 @@
 ``redis-server`` (or ``valkey-server``) from PATH, else the Valkey of the ``embedded``
 extra, is started with AOF persistence in a
 data directory (default ``./.langgraph-durable/``). A second process finds it through the
-port file and reuses it; a stale pid or port file (server gone) is replaced.
+port file and reuses it; a stale pid or port file (server gone) is replaced. A server
+counts as this data directory's only when its ``process_id`` is the pid in the pid file:
+whatever else answers on a remembered port (another project's Redis, after a reboot) is
+never used, and never shut down.
 """
 
 from __future__ import annotations
@@ -59,14 +62,26 @@ def _probe_client(port: int) -> redis.Redis:
     return redis.Redis(port=port, socket_connect_timeout=0.5, retry=Retry(NoBackoff(), 0))
 
 
-def _alive(port: int) -> bool:
+def _server_pid(port: int) -> int | None:
+    """The process id of the Redis answering on ``port``, or None if none answers."""
     client = _probe_client(port)
     try:
-        return bool(client.ping())
-    except redis.RedisError:
-        return False
+        return int(client.info("server")["process_id"])
+    except (redis.RedisError, KeyError, TypeError, ValueError):
+        return None
     finally:
         client.close()
+
+
+def _exited(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        with open(f"/proc/{pid}/stat") as f:  # exited, not yet reaped by its parent
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except (ProcessLookupError, FileNotFoundError):
+        return True
+    except (PermissionError, OSError, IndexError):  # someone else's process, or no /proc
+        return False
 
 
 class EmbeddedRedis:
@@ -90,12 +105,20 @@ class EmbeddedRedis:
     def pid_file(self) -> Path:
         return self.data_dir / "redis.pid"
 
+    def _pid(self) -> int | None:
+        try:
+            return int(self.pid_file.read_text().strip())
+        except (OSError, ValueError):
+            return None
+
     def running_port(self) -> int | None:
+        """The port of this data directory's server, if it is running."""
         try:
             port = int(self.port_file.read_text().strip())
         except (OSError, ValueError):
             return None
-        return port if _alive(port) else None
+        pid = self._pid()
+        return port if pid is not None and _server_pid(port) == pid else None
 
     def start(self) -> str:
         """The server's URL, starting the server if it is not running."""
@@ -103,8 +126,17 @@ class EmbeddedRedis:
             return f"redis://127.0.0.1:{port}/0"
         binary = find_server_binary()
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        for _ in range(5):  # a free port can be taken before the server binds it
+            port = _free_port()
+            if self._launch(binary, port):
+                self.port_file.write_text(str(port))
+                return f"redis://127.0.0.1:{port}/0"
+        raise ConfigurationError(f"{binary} did not start; see {self.data_dir / 'redis.log'}")
+
+    def _launch(self, binary: str, port: int) -> bool:
+        """Start a daemonized server on ``port``; True once it answers there as the pid
+        its pid file names, False if it exited (the port was taken meanwhile)."""
         self.pid_file.unlink(missing_ok=True)  # stale: its server no longer answers
-        port = _free_port()
         subprocess.run(
             [
                 binary,
@@ -129,26 +161,35 @@ class EmbeddedRedis:
             ],
             check=True,
         )
-        deadline = time.monotonic() + 10
-        while not _alive(port):
-            if time.monotonic() > deadline:
-                raise ConfigurationError(
-                    f"{binary} did not start; see {self.data_dir / 'redis.log'}"
-                )
+        deadline = time.monotonic() + 30  # a safety net: the wait ends on an answer or exit
+        while time.monotonic() < deadline:
+            pid = self._pid()
+            if pid is not None:
+                if _server_pid(port) == pid:
+                    return True
+                if _exited(pid):
+                    return False
             time.sleep(0.05)
-        self.port_file.write_text(str(port))
-        return f"redis://127.0.0.1:{port}/0"
+        raise ConfigurationError(f"{binary} did not start; see {self.data_dir / 'redis.log'}")
 
     def stop(self) -> bool:
-        """Shut the server down (saving its AOF); False if none was running."""
-        port = self.running_port()
-        if port is None:
+        """Shut this data directory's server down and wait until it has exited (its AOF
+        written); False if it was not running. Never touches another server."""
+        port, pid = self.running_port(), self._pid()
+        if port is None or pid is None:
             return False
         client = _probe_client(port)
         try:
             client.shutdown(nosave=False)
         except redis.ConnectionError:
             pass
+        finally:
+            client.close()
+        deadline = time.monotonic() + 60  # a safety net: the wait ends on the exit
+        while not _exited(pid):
+            if time.monotonic() > deadline:
+                raise ConfigurationError(f"the server (pid {pid}) did not exit after SHUTDOWN")
+            time.sleep(0.02)
         self.port_file.unlink(missing_ok=True)
         return True
 

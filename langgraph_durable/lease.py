@@ -185,15 +185,16 @@ def _renewed(lease: Lease, outcome: bool | Exception) -> bool:
     if isinstance(outcome, Exception):  # a connection fault: the next round tries again
         logger.warning("langgraph-durable: renewing the lease failed: %s", outcome)
         return True
-    if not outcome:
-        lease.lost = True
-        logger.error(
-            "langgraph-durable: the lease on thread %r (token %s) was taken over; this "
-            "worker's writes to it will be rejected",
-            lease.thread_id,
-            lease.token,
-        )
-    return True
+    if outcome:
+        return True
+    lease.lost = True  # tokens only grow: a newer one was handed out, this one never returns
+    logger.error(
+        "langgraph-durable: the lease on thread %r (token %s) was taken over; this "
+        "worker's writes to it will be rejected",
+        lease.thread_id,
+        lease.token,
+    )
+    return False
 
 
 def _release_failed(exc: Exception) -> None:

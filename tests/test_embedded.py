@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import redis
 
-from langgraph_durable.embedded import EmbeddedRedis
+from langgraph_durable.embedded import EmbeddedRedis, _exited
 from langgraph_durable.errors import ConfigurationError
 
 
@@ -35,7 +33,7 @@ def test_start_reuse_stale_files_and_stop(tmp_path: Path) -> None:
         pid = int(server.pid_file.read_text())
         assert server.stop()
     assert server.running_port() is None
-    wait_until_gone(pid)  # stop() only asks: its AOF is written until the process exits
+    assert _exited(pid), "stop() returns once the server has exited (its AOF written)"
     # Stale files from a dead server: a new server starts, and the AOF kept the data.
     # The stale port is one held here, bound but not listening: nothing can answer on it
     # (the old port, now free, could be taken by any other process meanwhile).
@@ -50,19 +48,30 @@ def test_start_reuse_stale_files_and_stop(tmp_path: Path) -> None:
         server.stop()
 
 
-def wait_until_gone(pid: int) -> None:
-    """Until process ``pid`` (a daemon, not our child) has exited."""
-    deadline = time.monotonic() + 120  # a safety net: the wait ends on the exit
-    while True:
+def test_another_server_on_the_remembered_port_is_never_used_nor_shut_down(
+    tmp_path: Path,
+) -> None:
+    from tests.servers import start_server
+
+    foreign = start_server(str(tmp_path))  # another project's Redis, say, after a reboot
+    try:
+        data = tmp_path / "data"
+        data.mkdir()
+        (data / "redis.port").write_text(str(foreign.port))
+        (data / "redis.pid").write_text("999999")
+        server = EmbeddedRedis(data)
+        assert server.running_port() is None
+        assert server.stop() is False
+        assert redis.Redis(port=foreign.port).ping(), "stop() shut down another's server"
+        url = server.start()
         try:
-            os.kill(pid, 0)
-            with open(f"/proc/{pid}/stat") as f:  # exited, not yet reaped by its parent
-                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
-                    return
-        except (ProcessLookupError, FileNotFoundError):
-            return
-        assert time.monotonic() < deadline, f"the stopped server {pid} did not exit"
-        time.sleep(0.02)
+            assert url != f"redis://127.0.0.1:{foreign.port}/0"
+            assert server.running_port() == int(url.rsplit(":", 1)[1].split("/")[0])
+        finally:
+            assert server.stop()
+        assert redis.Redis(port=foreign.port).ping()
+    finally:
+        foreign.stop()
 
 
 def test_bad_appendfsync_is_a_typed_error(tmp_path: Path) -> None:

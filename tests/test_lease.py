@@ -318,3 +318,9 @@ def test_a_stale_token_is_refused_atomically(saver: RedisSaver, other: RedisSave
             saver.put_writes(before[0], [("value", 1)], task_id="t1")
         assert [t.config for t in other.list(config)] == before
         assert other.get_tuple(before[0]).pending_writes == []
+        # The renewer ends: a refused renewal marks the lease lost for good; a fault does not.
+        from langgraph_durable.lease import _renewed
+
+        assert _renewed(old, ConnectionError("blip")) and not old.lost
+        assert _renewed(old, saver._drive_sync(saver.core.renew_lease(old))) is False
+        assert old.lost
