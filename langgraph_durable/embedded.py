@@ -84,6 +84,17 @@ def _exited(pid: int) -> bool:
         return False
 
 
+def _bind_failed(log: Path, offset: int, port: int) -> bool:
+    """Whether the server's log says, past ``offset``, that it could not listen on
+    ``port`` (Redis and Valkey both log "Failed listening on port N" and exit)."""
+    try:
+        with open(log, "rb") as f:
+            f.seek(offset)
+            return f"Failed listening on port {port}".encode() in f.read()
+    except OSError:
+        return False
+
+
 class EmbeddedRedis:
     """A local server in ``data_dir``: ``url`` starts it, or finds the running one."""
 
@@ -135,8 +146,11 @@ class EmbeddedRedis:
 
     def _launch(self, binary: str, port: int) -> bool:
         """Start a daemonized server on ``port``; True once it answers there as the pid
-        its pid file names, False if it exited (the port was taken meanwhile)."""
+        its pid file names, False if it could not bind (the port was taken meanwhile: it
+        then exits before writing a pid file, so its log is what says so)."""
         self.pid_file.unlink(missing_ok=True)  # stale: its server no longer answers
+        log = self.data_dir / "redis.log"
+        logged = log.stat().st_size if log.exists() else 0
         subprocess.run(
             [
                 binary,
@@ -157,7 +171,7 @@ class EmbeddedRedis:
                 "--pidfile",
                 str(self.pid_file),
                 "--logfile",
-                str(self.data_dir / "redis.log"),
+                str(log),
             ],
             check=True,
         )
@@ -169,6 +183,8 @@ class EmbeddedRedis:
                     return True
                 if _exited(pid):
                     return False
+            elif _bind_failed(log, logged, port):
+                return False
             time.sleep(0.05)
         raise ConfigurationError(f"{binary} did not start; see {self.data_dir / 'redis.log'}")
 

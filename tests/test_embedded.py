@@ -49,8 +49,9 @@ def test_start_reuse_stale_files_and_stop(tmp_path: Path) -> None:
 
 
 def test_another_server_on_the_remembered_port_is_never_used_nor_shut_down(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from langgraph_durable import embedded
     from tests.servers import start_server
 
     foreign = start_server(str(tmp_path))  # another project's Redis, say, after a reboot
@@ -63,6 +64,10 @@ def test_another_server_on_the_remembered_port_is_never_used_nor_shut_down(
         assert server.running_port() is None
         assert server.stop() is False
         assert redis.Redis(port=foreign.port).ping(), "stop() shut down another's server"
+        # The free port it picks is taken before its server binds it: it picks another.
+        picks = iter([foreign.port])
+        free = embedded._free_port
+        monkeypatch.setattr(embedded, "_free_port", lambda: next(picks, None) or free())
         url = server.start()
         try:
             assert url != f"redis://127.0.0.1:{foreign.port}/0"
