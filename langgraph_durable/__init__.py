@@ -6,7 +6,6 @@ with RedisSaver.from_conn_string("redis://localhost:6379") as saver:
 """
 
 from langgraph_durable.aio import AsyncRedisSaver
-from langgraph_durable.core import Finding, RecoveryReport, SkippedCheckpoint, VerifyReport
 from langgraph_durable.errors import (
     CheckpointCorruptedError,
     CheckpointLostError,
@@ -25,6 +24,7 @@ from langgraph_durable.errors import (
 )
 from langgraph_durable.lease import Lease
 from langgraph_durable.ledger import EscalationAnswer, LedgerEntry, ToolLedger, idempotency_key
+from langgraph_durable.reports import Finding, RecoveryReport, SkippedCheckpoint, VerifyReport
 from langgraph_durable.resign import ResignReport
 from langgraph_durable.saver import RedisSaver
 

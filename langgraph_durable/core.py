@@ -5,14 +5,19 @@ needs done (``Script``, ``Command``, ``Batch``, ``ScanKeys``) and is sent the re
 back; ``list`` also yields ``Emit(item)`` for each result. The sync and async savers are
 thin shells that only drive plans (see ``drive`` in ``saver.py`` and ``aio.py``), so
 each operation, its round trips and its fallback logic exist exactly once.
+
+``SaverCore`` holds the record codec, writes, reads with fallback, listing, whole-thread
+operations and retention, and lease plans; it is being split by concern. Already apart:
+the operation types (``ops.py``), the report types (``reports.py``), decoded records and
+damage reasons (``records.py``), ``verify`` (``verify.py``) and DeltaChannel history
+(``delta.py``), the last two mixed into ``SaverCore``.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import msgpack
 from langchain_core.runnables import RunnableConfig
@@ -22,13 +27,13 @@ from langgraph.checkpoint.base import (
     Checkpoint,
     CheckpointMetadata,
     CheckpointTuple,
-    DeltaChannelHistory,
     PendingWrite,
     SerializerProtocol,
     get_serializable_checkpoint_metadata,
 )
 
 from langgraph_durable import inputs
+from langgraph_durable.delta import DeltaHistoryPlans
 from langgraph_durable.envelope import Envelope
 from langgraph_durable.errors import (
     CheckpointCorruptedError,
@@ -43,205 +48,64 @@ from langgraph_durable.errors import (
 from langgraph_durable.inputs import configurable
 from langgraph_durable.keys import SEP, KeySchema, ThreadKeys
 from langgraph_durable.lease import held_token
+from langgraph_durable.ops import Batch, Command, Emit, Plan, ScanKeys, Script, WaitReplicas
+from langgraph_durable.records import (
+    _CONFIG_REASONS,
+    _NO_VALUE,
+    EMPTY,
+    LIST_PAGE,
+    MALFORMED,
+    MISSING_RECORD,
+    NOT_INDEXED,
+    PLAN_RETRIES,
+    _check_shape,
+    _Damage,
+    _Decoded,
+    _hmget,
+    _label,
+    _quarantine_reason,
+    _task_of,
+    _text,
+    _thread_id,
+    _wrong_type_as_empty,
+    checkpoint_config,
+)
+from langgraph_durable.reports import Finding, RecoveryReport, SkippedCheckpoint, VerifyReport
 from langgraph_durable.serde import accepted_types, load
+from langgraph_durable.verify import VerifyPlans
 
 if TYPE_CHECKING:
     from langgraph_durable.lease import Lease
 
+# Names other modules and tests import from here; each lives in the module named above.
+__all__ = [
+    "EMPTY",
+    "LIST_PAGE",
+    "MALFORMED",
+    "MISSING_RECORD",
+    "NOT_INDEXED",
+    "PLAN_RETRIES",
+    "_CONFIG_REASONS",
+    "Batch",
+    "Command",
+    "Emit",
+    "Finding",
+    "Plan",
+    "RecoveryReport",
+    "SaverCore",
+    "ScanKeys",
+    "Script",
+    "SkippedCheckpoint",
+    "VerifyReport",
+    "WaitReplicas",
+    "_wrong_type_as_empty",
+    "checkpoint_config",
+]
+
 logger = logging.getLogger("langgraph_durable")
 
-T = TypeVar("T")
 
-# -- what a plan can ask for ---------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Script:
-    """Run one of the Lua scripts of ``scripts.py``; all keys are in one slot."""
-
-    name: str
-    keys: list[str]
-    args: list[Any]
-
-
-@dataclass(frozen=True)
-class Command:
-    """Run one Redis command; its first key decides the node in a cluster."""
-
-    args: tuple[Any, ...]
-
-
-@dataclass(frozen=True)
-class Batch:
-    """Run several commands of one slot in one round trip: a pipeline, or with ``atomic``
-    a MULTI/EXEC transaction. A ``Script`` among them is sent as EVALSHA (the shell
-    loads the scripts and resends the batch if Redis lost them).
-
-    With ``errors_as_values`` a command's error reply comes back in its place in the
-    list instead of being raised."""
-
-    commands: list[tuple[Any, ...] | Script]
-    errors_as_values: bool = False
-    atomic: bool = False
-
-
-@dataclass(frozen=True)
-class WaitReplicas:
-    """Redis ``WAIT`` on the node that holds ``key``; the reply is the replicas that acked."""
-
-    key: str
-    replicas: int
-    timeout_ms: int
-
-
-@dataclass(frozen=True)
-class ScanKeys:
-    """SCAN every node for keys matching ``pattern``: only for cross-thread operations."""
-
-    pattern: str
-
-
-@dataclass(frozen=True)
-class Emit(Generic[T]):
-    """Hand one result of a listing to the caller."""
-
-    item: T
-
-
-Plan = Generator[Any, Any, T]
-
-EMPTY = "empty"  # serde type of a channel that has a version but no value
-LIST_PAGE = 32  # checkpoints fetched per round trip by list()
-PLAN_RETRIES = 5  # guarded deletions re-planned when a writer raced them
-# Damage that may be this reader's configuration, not the record (its keys, its format
-# version, its serializer or allowlist): skipped and reported, never quarantined.
-_CONFIG_REASONS = (
-    "bad signature",
-    "unknown format version",
-    "unknown algorithm",
-    "refused",
-    "undeserializable",
-)
-
-
-# -- recovery reports ----------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SkippedCheckpoint:
-    checkpoint_id: str
-    key: str
-    reason: str
-
-
-@dataclass
-class RecoveryReport:
-    """What a read had to skip to find a checkpoint that verifies completely."""
-
-    thread_id: str
-    checkpoint_ns: str
-    skipped: list[SkippedCheckpoint] = field(default_factory=list)
-    dropped_writes: list[SkippedCheckpoint] = field(default_factory=list)
-    used_checkpoint_id: str | None = None
-    recovered_from_step: int | None = None
-
-    @property
-    def fell_back(self) -> bool:
-        return bool(self.skipped)
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One damaged or inconsistent record found by ``verify``."""
-
-    kind: str  # "checkpoint", "write", "channel value", "index"
-    key: str
-    field: str
-    reason: str
-    checkpoint_id: str | None = None
-
-
-@dataclass
-class VerifyReport:
-    """What ``saver.verify(thread_id)`` found: intact checkpoints, every finding, and how
-    many records earlier reads or repairs moved to the thread's quarantine."""
-
-    thread_id: str
-    intact_checkpoints: list[str] = field(default_factory=list)
-    damaged_checkpoints: list[str] = field(default_factory=list)
-    findings: list[Finding] = field(default_factory=list)
-    records_checked: int = 0
-    quarantined: int = 0
-
-    @property
-    def ok(self) -> bool:
-        """Nothing damaged now, and nothing ever quarantined: quarantined records were
-        damage too, and what they held is gone from the thread."""
-        return not self.findings and not self.quarantined
-
-
-# -- decoded records -----------------------------------------------------------------
-
-
-@dataclass
-class _Damage:
-    member: str
-    checkpoint_id: str
-    key: str
-    reason: str
-    quarantine: list[tuple[str, str, str]]  # (hash kind, field, reason)
-
-
-@dataclass
-class _Decoded:
-    """A checkpoint record that verified, before its channel values are loaded."""
-
-    member: str
-    checkpoint_ns: str
-    checkpoint_id: str
-    parent_id: str | None
-    checkpoint: dict[str, Any]
-    metadata: CheckpointMetadata
-    writes: list[tuple[str | bytes, bytes | None]]  # (write member as stored, record)
-    dropped_writes: list[tuple[str, str | bytes, str]] = field(default_factory=list)
-
-
-def _text(value: str | bytes) -> str:
-    return value.decode() if isinstance(value, bytes) else value
-
-
-def _label(value: str | bytes) -> str:
-    """Text for logs and reports, even for bytes that are not UTF-8 (damage)."""
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
-
-
-def _task_of(keys: KeySchema, write_member: str) -> str | None:
-    try:
-        return keys.parse_write_member(write_member).task_id
-    except ValueError:
-        return None
-
-
-MALFORMED = "malformed index member"
-NOT_INDEXED = "record not in the index"  # its index key was evicted or lost: reindex.lua
-MISSING_RECORD = "missing record"
-
-
-def _thread_id(conf: Mapping[str, Any]) -> str:
-    return str(conf["thread_id"])
-
-
-def checkpoint_config(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> RunnableConfig:
-    return {
-        "configurable": {
-            "thread_id": thread_id,
-            "checkpoint_ns": checkpoint_ns,
-            "checkpoint_id": checkpoint_id,
-        }
-    }
-
-
-class SaverCore:
+class SaverCore(VerifyPlans, DeltaHistoryPlans):
     """Plans for every checkpointer operation, shared by ``RedisSaver`` and ``AsyncRedisSaver``."""
 
     def __init__(
@@ -1228,234 +1092,6 @@ class SaverCore:
             return False
         return True
 
-    # -- verify ------------------------------------------------------------------------
-    def verify(self, thread_id: str) -> Plan[VerifyReport]:
-        """Check every record of a thread without changing anything (one round trip)."""
-        tk = self.keys.thread(str(thread_id))
-        keys = (tk.cps, tk.cp, tk.wix, tk.wr, tk.bl, tk.qt)
-        replies = yield Batch(
-            [
-                ("ZRANGE", tk.cps, 0, -1),
-                ("HGETALL", tk.cp),
-                ("ZRANGE", tk.wix, 0, -1),
-                ("HGETALL", tk.wr),
-                ("HGETALL", tk.bl),
-                ("HLEN", tk.qt),
-            ],
-            errors_as_values=True,
-        )
-        (cp_index, cps, wix, wrs, bls, quarantined), wrong = _wrong_type_as_empty(
-            replies, ([], {}, [], {}, {}, 0)
-        )
-        report = VerifyReport(tk.thread_id, quarantined=quarantined)
-        report.findings += [Finding("index", keys[i], "", "key of the wrong type") for i in wrong]
-        blobs = {_label(f): r for f, r in bls.items()}
-        bad_blobs: dict[str, str] = {}
-        for blob_field, record in blobs.items():
-            try:
-                self._open_value("bl", tk.thread_id, blob_field, record)
-            except RecordDamagedError as exc:
-                bad_blobs[blob_field] = exc.reason
-                report.findings.append(Finding("channel value", tk.bl, blob_field, exc.reason))
-        indexed = {_label(m) for m in cp_index}
-        records = {_label(m): r for m, r in cps.items()}
-        for member in sorted(indexed | set(records)):
-            try:
-                checkpoint_id = self.keys.parse_checkpoint_member(member)[1]
-            except ValueError:
-                report.findings.append(Finding("index", tk.cps, member, MALFORMED))
-                continue
-            if member not in records:
-                report.findings.append(
-                    Finding("index", tk.cps, member, "missing record", checkpoint_id)
-                )
-                report.damaged_checkpoints.append(checkpoint_id)
-                continue
-            if member not in indexed:
-                report.findings.append(Finding("index", tk.cps, member, NOT_INDEXED, checkpoint_id))
-            entry = self._decode_entry(tk, [member, records[member], []])
-            if isinstance(entry, _Damage):
-                report.findings.append(
-                    Finding("checkpoint", tk.cp, member, entry.reason, checkpoint_id)
-                )
-                report.damaged_checkpoints.append(checkpoint_id)
-                continue
-            problems = [
-                f"{bad_blobs[f]} channel value {f!r}"
-                if f in bad_blobs
-                else f"missing channel value {f!r}"
-                for f in self._blob_fields(entry)
-                if f in bad_blobs or f not in blobs
-            ]
-            for problem in problems:  # the checkpoint's own finding: repair moves it too
-                report.findings.append(
-                    Finding("channel value", tk.bl, member, problem, checkpoint_id)
-                )
-            (report.damaged_checkpoints if problems else report.intact_checkpoints).append(
-                checkpoint_id
-            )
-        writes = {_label(m): r for m, r in wrs.items()}
-        write_index = {_label(m) for m in wix}
-        for write_member in sorted(write_index | set(writes)):
-            try:
-                checkpoint_id = self.keys.parse_write_member(write_member).checkpoint_id
-            except ValueError:
-                report.findings.append(Finding("index", tk.wix, write_member, MALFORMED))
-                continue
-            if write_member in writes and write_member not in write_index:
-                report.findings.append(
-                    Finding("index", tk.wix, write_member, NOT_INDEXED, checkpoint_id)
-                )
-            try:
-                self._open_value("wr", tk.thread_id, write_member, writes.get(write_member))
-            except RecordDamagedError as exc:
-                report.findings.append(
-                    Finding("write", tk.wr, write_member, exc.reason, checkpoint_id)
-                )
-        report.records_checked = len(records) + len(writes) + len(blobs)
-        return report
-
-    # -- DeltaChannel history ----------------------------------------------------------
-    def get_delta_channel_history(
-        self, config: RunnableConfig, channels: Sequence[str]
-    ) -> Plan[dict[str, DeltaChannelHistory]]:
-        """Walk the parent chain once for all channels, a page of ancestors per round trip.
-
-        A channel stops at the nearest ancestor that stores a value for it (its seed);
-        the writes of every ancestor on the path, seed included, are collected oldest first.
-        """
-        if not channels:
-            return {}
-        conf = configurable(config)
-        thread_id = _thread_id(conf)
-        ns = conf.get("checkpoint_ns", "")
-        tk = self.keys.thread(thread_id)
-        # Only the target's record is needed (its parent); its values were just loaded by
-        # the caller's get_tuple, so they are not read or deserialized a second time here.
-        target_id = conf.get("checkpoint_id")
-        upper, lower = self.keys.namespace_range(ns)
-        entries, _ = yield from self._read_entries(
-            tk,
-            ["members", self.keys.checkpoint_member(ns, target_id)]
-            if target_id
-            else ["range", upper, lower, 1],
-        )
-        target = self._decode_entry(tk, entries[0]) if entries else None
-        if isinstance(target, _Damage):
-            if target.reason != "missing":
-                raise CheckpointCorruptedError(
-                    thread_id=thread_id,
-                    checkpoint_ns=ns,
-                    checkpoint_id=target.checkpoint_id,
-                    key=target.key,
-                    reason=target.reason,
-                )
-            target = None
-        collected: dict[str, list[PendingWrite]] = {c: [] for c in channels}
-        seeds: dict[str, Any] = {}
-        remaining = set(channels)
-        wanted_id = target.parent_id if target else None
-        cursor = target.checkpoint_id if target else None
-        while wanted_id and remaining:
-            upper, lower = self.keys.namespace_range(ns, cursor)
-            entries, _ = yield from self._read_entries(tk, ["range", upper, lower, LIST_PAGE])
-            if not entries:
-                break
-            page = [self._decode_entry(tk, entry) for entry in entries]
-            on_path: list[_Decoded] = []
-            for d in page:  # newest first: follow parent pointers through the page
-                if d.checkpoint_id != wanted_id:
-                    continue
-                if isinstance(d, _Damage):
-                    raise CheckpointCorruptedError(
-                        thread_id=thread_id,
-                        checkpoint_ns=ns,
-                        checkpoint_id=d.checkpoint_id,
-                        key=d.key,
-                        reason=f"{d.reason} (an ancestor DeltaChannel history needs)",
-                    )
-                on_path.append(d)
-                wanted_id = d.parent_id
-            fields = sorted(
-                {
-                    self.keys.blob_field(ns, ch, d.checkpoint["channel_versions"][ch])
-                    for d in on_path
-                    for ch in remaining
-                    if ch in d.checkpoint.get("channel_versions", {})
-                }
-            )
-            blobs = (yield from self._read_values(tk, fields)) if fields else {}
-            for d in on_path:
-                if not remaining:
-                    break
-                for raw_member, record in reversed(d.writes):
-                    write_member = _label(raw_member)
-                    if _task_of(self.keys, write_member) is None:
-                        continue  # a malformed index member is no write at all
-                    try:
-                        channel, value = self._open_value("wr", thread_id, write_member, record)
-                    except RecordDamagedError as exc:
-                        raise CheckpointCorruptedError(
-                            thread_id=thread_id,
-                            checkpoint_ns=ns,
-                            checkpoint_id=d.checkpoint_id,
-                            key=tk.wr,
-                            reason=f"{exc.reason} write {write_member!r}",
-                        ) from exc
-                    if channel in remaining:
-                        task_id = self.keys.parse_write_member(write_member).task_id
-                        collected[channel].append((task_id, channel, value))
-                for ch in list(remaining):
-                    version = d.checkpoint.get("channel_versions", {}).get(ch)
-                    if version is None:
-                        continue
-                    blob_field = self.keys.blob_field(ns, ch, version)
-                    try:
-                        value = self._open_value("bl", thread_id, blob_field, blobs.get(blob_field))
-                    except RecordDamagedError as exc:
-                        if exc.reason == "missing":
-                            continue
-                        raise CheckpointCorruptedError(
-                            thread_id=thread_id,
-                            checkpoint_ns=ns,
-                            checkpoint_id=d.checkpoint_id,
-                            key=tk.bl,
-                            reason=f"{exc.reason} channel value {ch!r}",
-                        ) from exc
-                    if value is not _NO_VALUE:
-                        seeds[ch] = value
-                        remaining.discard(ch)
-            cursor = page[-1].checkpoint_id
-        result: dict[str, DeltaChannelHistory] = {}
-        for ch in channels:
-            entry: DeltaChannelHistory = {"writes": list(reversed(collected[ch]))}
-            if ch in seeds:
-                entry["seed"] = seeds[ch]
-            result[ch] = entry
-        return result
-
-
-def _wrong_type_as_empty(
-    replies: Sequence[Any], empty: Sequence[Any]
-) -> tuple[list[Any], list[int]]:
-    """Batch replies with each WRONGTYPE error (a damaged key) replaced by the empty value
-    at its place, and the places that had one; any other error is raised."""
-    values, wrong = [], []
-    for i, (reply, nothing) in enumerate(zip(replies, empty)):
-        if isinstance(reply, Exception):
-            if "WRONGTYPE" not in str(reply):
-                raise reply
-            reply = nothing
-            wrong.append(i)
-        values.append(reply)
-    return values, wrong
-
-
-def _hmget(tk: ThreadKeys, fields: Sequence[str]) -> tuple[Any, ...]:
-    # A plain HMGET, never a script: a large value returned through Lua costs Redis
-    # about as much again as the read itself (~270 µs per 150 KB).
-    return ("HMGET", tk.bl, *fields)
-
 
 class _NewestVersions:
     """Per (thread, namespace): the channel versions of the newest checkpoint this saver
@@ -1477,33 +1113,6 @@ class _NewestVersions:
     def forget(self, thread_id: str) -> None:
         for key in [k for k in list(self._versions) if k[0] == thread_id]:
             self._versions.pop(key, None)
-
-
-def _check_shape(checkpoint: Any, metadata: Any, checkpoint_id: str, parent_id: Any) -> None:
-    """A verified checkpoint record is still only bytes someone wrote: everything a read
-    relies on must have the shape LangGraph gives it, or it is damage, not a crash."""
-    versions = checkpoint.get("channel_versions") if isinstance(checkpoint, dict) else None
-    if (
-        not isinstance(metadata, dict)
-        or not isinstance(versions, dict)
-        or checkpoint.get("id") != checkpoint_id
-        or not isinstance(checkpoint.get("ts", ""), str)
-        or not isinstance(checkpoint.get("versions_seen", {}), dict)
-        or not (parent_id is None or isinstance(parent_id, str))
-        or not all(
-            isinstance(c, str) and isinstance(v, (str, int, float)) and not isinstance(v, bool)
-            for c, v in versions.items()
-        )
-    ):
-        raise RecordDamagedError("malformed checkpoint")
-
-
-def _quarantine_reason(entry: bytes) -> str:
-    try:
-        reason = msgpack.unpackb(entry, raw=True)[0]
-    except (ValueError, TypeError, IndexError, KeyError, msgpack.UnpackException):
-        return "unreadable quarantine entry"
-    return reason.decode(errors="replace") if isinstance(reason, bytes) else str(reason)
 
 
 def _prunable(decoded: dict[str, _Decoded], keep_last: int, pinned: set[str]) -> set[str]:
@@ -1546,11 +1155,3 @@ def _delta_depth(metadata: Mapping[str, Any], *, whole_chain: int) -> int:
             counters,
         )
         return whole_chain
-
-
-class _NoValue:
-    def __repr__(self) -> str:
-        return "<no value>"
-
-
-_NO_VALUE: Any = _NoValue()

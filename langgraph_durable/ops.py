@@ -1,0 +1,73 @@
+"""What a plan may yield: the operations a sans-I/O plan asks its shell to carry out.
+
+Owns the operation types and nothing else. Rules every plan keeps:
+  * A plan is a generator: it yields one of these operations, is sent the reply, and
+    returns its result (``Plan[T]``). It never does I/O itself.
+  * Every operation of a per-thread plan touches one thread's keys, so one cluster slot;
+    only ``ScanKeys`` (and the shell's handling of it) crosses slots.
+  * ``Emit`` is not sent to Redis: the shell hands its item to the caller (listings).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Script:
+    """Run one of the Lua scripts of ``scripts.py``; all keys are in one slot."""
+
+    name: str
+    keys: list[str]
+    args: list[Any]
+
+
+@dataclass(frozen=True)
+class Command:
+    """Run one Redis command; its first key decides the node in a cluster."""
+
+    args: tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Run several commands of one slot in one round trip: a pipeline, or with ``atomic``
+    a MULTI/EXEC transaction. A ``Script`` among them is sent as EVALSHA (the shell
+    loads the scripts and resends the batch if Redis lost them).
+
+    With ``errors_as_values`` a command's error reply comes back in its place in the
+    list instead of being raised."""
+
+    commands: list[tuple[Any, ...] | Script]
+    errors_as_values: bool = False
+    atomic: bool = False
+
+
+@dataclass(frozen=True)
+class WaitReplicas:
+    """Redis ``WAIT`` on the node that holds ``key``; the reply is the replicas that acked."""
+
+    key: str
+    replicas: int
+    timeout_ms: int
+
+
+@dataclass(frozen=True)
+class ScanKeys:
+    """SCAN every node for keys matching ``pattern``: only for cross-thread operations."""
+
+    pattern: str
+
+
+@dataclass(frozen=True)
+class Emit(Generic[T]):
+    """Hand one result of a listing to the caller."""
+
+    item: T
+
+
+Plan = Generator[Any, Any, T]

@@ -1,0 +1,122 @@
+"""``verify``: check every record of a thread without changing anything.
+
+Owns the verify plan (one round trip: both indexes, every record hash, the quarantine's
+size) and what counts as a finding: a record that does not verify or deserialize, an
+index member without its record or a record outside its index, a malformed member, a
+checkpoint whose channel values are missing or damaged. Repair (``repair.py``) acts on
+these findings; reads never call this. Mixed into ``SaverCore``, whose record codec
+(``_decode_entry``, ``_open_value``, ``_blob_fields``) it uses.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from langgraph_durable.errors import RecordDamagedError
+from langgraph_durable.ops import Batch, Plan
+from langgraph_durable.records import (
+    MALFORMED,
+    NOT_INDEXED,
+    _Damage,
+    _label,
+    _wrong_type_as_empty,
+)
+from langgraph_durable.reports import Finding, VerifyReport
+
+if TYPE_CHECKING:
+    from langgraph_durable.keys import KeySchema
+
+
+class VerifyPlans:
+    """The verify plan of ``SaverCore``."""
+
+    keys: KeySchema
+    _decode_entry: Any
+    _open_value: Any
+    _blob_fields: Any
+
+    def verify(self, thread_id: str) -> Plan[VerifyReport]:
+        """Check every record of a thread without changing anything (one round trip)."""
+        tk = self.keys.thread(str(thread_id))
+        keys = (tk.cps, tk.cp, tk.wix, tk.wr, tk.bl, tk.qt)
+        replies = yield Batch(
+            [
+                ("ZRANGE", tk.cps, 0, -1),
+                ("HGETALL", tk.cp),
+                ("ZRANGE", tk.wix, 0, -1),
+                ("HGETALL", tk.wr),
+                ("HGETALL", tk.bl),
+                ("HLEN", tk.qt),
+            ],
+            errors_as_values=True,
+        )
+        (cp_index, cps, wix, wrs, bls, quarantined), wrong = _wrong_type_as_empty(
+            replies, ([], {}, [], {}, {}, 0)
+        )
+        report = VerifyReport(tk.thread_id, quarantined=quarantined)
+        report.findings += [Finding("index", keys[i], "", "key of the wrong type") for i in wrong]
+        blobs = {_label(f): r for f, r in bls.items()}
+        bad_blobs: dict[str, str] = {}
+        for blob_field, record in blobs.items():
+            try:
+                self._open_value("bl", tk.thread_id, blob_field, record)
+            except RecordDamagedError as exc:
+                bad_blobs[blob_field] = exc.reason
+                report.findings.append(Finding("channel value", tk.bl, blob_field, exc.reason))
+        indexed = {_label(m) for m in cp_index}
+        records = {_label(m): r for m, r in cps.items()}
+        for member in sorted(indexed | set(records)):
+            try:
+                checkpoint_id = self.keys.parse_checkpoint_member(member)[1]
+            except ValueError:
+                report.findings.append(Finding("index", tk.cps, member, MALFORMED))
+                continue
+            if member not in records:
+                report.findings.append(
+                    Finding("index", tk.cps, member, "missing record", checkpoint_id)
+                )
+                report.damaged_checkpoints.append(checkpoint_id)
+                continue
+            if member not in indexed:
+                report.findings.append(Finding("index", tk.cps, member, NOT_INDEXED, checkpoint_id))
+            entry = self._decode_entry(tk, [member, records[member], []])
+            if isinstance(entry, _Damage):
+                report.findings.append(
+                    Finding("checkpoint", tk.cp, member, entry.reason, checkpoint_id)
+                )
+                report.damaged_checkpoints.append(checkpoint_id)
+                continue
+            problems = [
+                f"{bad_blobs[f]} channel value {f!r}"
+                if f in bad_blobs
+                else f"missing channel value {f!r}"
+                for f in self._blob_fields(entry)
+                if f in bad_blobs or f not in blobs
+            ]
+            for problem in problems:  # the checkpoint's own finding: repair moves it too
+                report.findings.append(
+                    Finding("channel value", tk.bl, member, problem, checkpoint_id)
+                )
+            (report.damaged_checkpoints if problems else report.intact_checkpoints).append(
+                checkpoint_id
+            )
+        writes = {_label(m): r for m, r in wrs.items()}
+        write_index = {_label(m) for m in wix}
+        for write_member in sorted(write_index | set(writes)):
+            try:
+                checkpoint_id = self.keys.parse_write_member(write_member).checkpoint_id
+            except ValueError:
+                report.findings.append(Finding("index", tk.wix, write_member, MALFORMED))
+                continue
+            if write_member in writes and write_member not in write_index:
+                report.findings.append(
+                    Finding("index", tk.wix, write_member, NOT_INDEXED, checkpoint_id)
+                )
+            try:
+                self._open_value("wr", tk.thread_id, write_member, writes.get(write_member))
+            except RecordDamagedError as exc:
+                report.findings.append(
+                    Finding("write", tk.wr, write_member, exc.reason, checkpoint_id)
+                )
+        report.records_checked = len(records) + len(writes) + len(blobs)
+        return report
