@@ -78,7 +78,7 @@ from benchmarks.integrity_cost import measure as measure_integrity
 from langgraph_durable import AsyncRedisSaver, RedisSaver
 from langgraph_durable.demo import damage_newest_checkpoint
 from langgraph_durable.keys import THREAD_KEY_KINDS, escape_thread_id
-from tests import graphs
+from tests.helpers import graphs
 
 T = TypeVar("T")
 K = TypeVar("K")

@@ -23,7 +23,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from langgraph_durable import AsyncRedisSaver, RedisSaver
 from langgraph_durable.embedded import resolve_url
-from tests import graphs
+from tests.helpers import graphs
 
 
 def median_us(samples: list[float]) -> float:

@@ -65,7 +65,7 @@ def main() -> None:
     cls = import_saver(kind)
     from langchain_core.runnables import RunnableConfig
 
-    from tests import graphs  # the application's own graph code
+    from tests.helpers import graphs  # the application's own graph code
 
     stamps: dict[str, float] = {"start": T_START, "import": time.time()}
     with connect(kind, cls, target, prefix) as saver:

@@ -1,50 +1,32 @@
-"""``AsyncRedisSaver``: the asyncio shell. It only drives the plans of ``core.py``."""
+"""``AsyncRedisSaver``: the asyncio shell. It only drives plans (``base.py`` holds the contract).
+
+Owns the four drivers for a ``redis.asyncio`` client: ``adrive`` awaits each call
+``shell.py`` yields; the sync methods run a whole plan on the saver's event loop from
+another thread (carrying the caller's leases), and refuse at once where that could
+never finish (``EventLoopError``).
+"""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Coroutine, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Coroutine, Iterator
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 import redis.asyncio
 import redis.asyncio.cluster
-from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import (
-    ChannelVersions,
-    Checkpoint,
-    CheckpointMetadata,
-    CheckpointTuple,
-    DeltaChannelHistory,
-)
 
-from langgraph_durable import connect, lease, scripts
-from langgraph_durable.base import (
-    NOSCRIPT,
-    BaseRedisSaver,
-    batch_commands,
-    batch_replies,
-    check_client,
-    script_reply,
-)
-from langgraph_durable.core import (
-    Batch,
-    Command,
-    Emit,
-    Plan,
-    ScanKeys,
-    Script,
-    VerifyReport,
-    WaitReplicas,
-)
+from langgraph_durable import connect, fencing, scripts
+from langgraph_durable.base import BaseRedisSaver
 from langgraph_durable.errors import EventLoopError
-from langgraph_durable.resign import ResignReport, resign_threads
+from langgraph_durable.ops import Emit, Plan
+from langgraph_durable.shell import PlanShell, Steps
 
 AsyncClient = redis.asyncio.Redis | redis.asyncio.cluster.RedisCluster
-R = TypeVar("R")
+T = TypeVar("T")
 
 
-class AsyncRedisSaver(BaseRedisSaver):
+class AsyncRedisSaver(PlanShell, BaseRedisSaver):
     """The asyncio twin of ``RedisSaver``, on ``redis.asyncio`` clients.
 
     Its sync methods (used by ``graph.invoke`` and ``graph.get_state``) run the async
@@ -52,7 +34,7 @@ class AsyncRedisSaver(BaseRedisSaver):
     """
 
     def __init__(self, client: AsyncClient, **options: Any) -> None:
-        check_client(client, asyncio=True)
+        connect.check_client(client, asyncio=True)
         super().__init__(**options)
         self.client = client
         self.cluster = isinstance(client, redis.asyncio.cluster.RedisCluster)
@@ -88,82 +70,60 @@ class AsyncRedisSaver(BaseRedisSaver):
             await client.aclose()
 
     async def asetup(self) -> None:
-        """Load the Lua scripts (idempotent). Storage needs no other set-up."""
+        """Load the Lua scripts (idempotent) and warn once if Redis may evict the saver's
+        keys; binds the saver to the running loop. Storage needs no other set-up."""
         self.loop = asyncio.get_running_loop()
-        try:
-            version = scripts.server_version(await self.client.info("server"))
-        except redis.exceptions.ResponseError:  # INFO not allowed (ACL): assume Redis 6.2
-            version = None
-        self._scripts = scripts.ScriptSet.for_server(version, cluster=self.cluster)
-        await self._load_scripts()
-        await self._acheck_eviction()
-
-    async def _load_scripts(self) -> None:
-        for source in self._scripts.sources():
-            await self.client.script_load(source)  # type: ignore[attr-defined]
+        await self._arun(self._setup_steps())
 
     def setup(self) -> None:
         self._run_sync(self.asetup())
 
-    # -- driving plans ------------------------------------------------------------------
-    async def _execute(self, op: Any) -> Any:
-        if isinstance(op, Script):
-            command = self._scripts.command(op.name, op.keys, op.args)
-            for first_try in (True, False):
-                try:
-                    reply: Any = await self.client.execute_command(*command)
-                except redis.exceptions.ResponseError as exc:
-                    reply = exc
-                reply = script_reply(self.core, op, reply, first_try=first_try)
-                if reply is not NOSCRIPT:
-                    return reply
-                await self._load_scripts()
-        if isinstance(op, Command):
-            return await self.client.execute_command(*op.args)
-        if isinstance(op, Batch):
-            commands = batch_commands(op, self._scripts)
-            for first_try in (True, False):
-                pipe = self.client.pipeline(transaction=op.atomic)
-                for command in commands:
-                    pipe.execute_command(*command)
-                replies = await pipe.execute(raise_on_error=False)
-                result = batch_replies(self.core, op, replies, first_try=first_try)
-                if result is not None:
-                    return result
-                await self._load_scripts()
-        if isinstance(op, WaitReplicas):
-            wait = ("WAIT", op.replicas, op.timeout_ms)
-            if self.cluster:  # WAIT has no key: send it to the node the write went to
-                node = self.client.get_node_from_key(op.key)  # type: ignore[union-attr]
-                return await self.client.execute_command(*wait, target_nodes=node)  # type: ignore[call-arg]
-            return await self.client.execute_command(*wait)
-        if isinstance(op, ScanKeys):
-            return [key async for key in self.client.scan_iter(match=op.pattern, count=1000)]
-        raise TypeError(f"unknown operation {op!r}")
+    async def _scan_keys(self, pattern: str) -> list[Any]:
+        return [key async for key in self.client.scan_iter(match=pattern, count=1000)]
 
-    async def _drive_iter(self, plan: Plan[Any]) -> AsyncIterator[Any]:
-        reply = None
+    # -- the drivers ---------------------------------------------------------------------
+    async def _adrive_steps(self, steps: Steps[Any], result: list[Any]) -> AsyncIterator[Any]:
+        """Await each call ``steps`` yields, yield each emitted item; its result is put
+        in ``result`` (an async generator returns nothing)."""
+        reply: Any = None
+        error: Exception | None = None
         while True:
             try:
-                op = plan.send(reply)
-            except StopIteration:
-                return
-            if isinstance(op, Emit):
-                reply = None
-                yield op.item
-            else:
-                reply = await self._execute(op)
-
-    async def _drive(self, plan: Plan[Any]) -> Any:
-        reply = None
-        while True:
-            try:
-                op = plan.send(reply)
+                step = steps.send(reply) if error is None else steps.throw(error)
             except StopIteration as stop:
-                return stop.value
-            reply = await self._execute(op)
+                result.append(stop.value)
+                return
+            reply, error = None, None
+            if isinstance(step, Emit):
+                yield step.item
+                continue
+            try:
+                reply = await step()
+            except Exception as exc:  # noqa: BLE001 - handed to the plan's shell step
+                error = exc
 
-    def _run_sync(self, coro: Coroutine[Any, Any, R]) -> R:
+    async def _arun(self, steps: Steps[T]) -> T:
+        result: list[Any] = []
+        async for _ in self._adrive_steps(steps, result):
+            pass
+        return result[0]  # type: ignore[no-any-return]
+
+    async def adrive(self, plan: Plan[T]) -> T:
+        return await self._arun(self._steps(plan))
+
+    def adrive_iter(self, plan: Plan[Any]) -> AsyncIterator[Any]:
+        return self._adrive_steps(self._steps(plan), [])
+
+    def drive(self, plan: Plan[T]) -> T:
+        return self._run_sync(self.adrive(plan))
+
+    def drive_iter(self, plan: Plan[Any]) -> Iterator[Any]:
+        async def collect() -> list[Any]:
+            return [item async for item in self.adrive_iter(plan)]
+
+        yield from self._run_sync(collect())
+
+    def _run_sync(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run ``coro`` on the saver's loop from another thread and wait for its result.
 
         Raises EventLoopError at once where it could never finish: no loop yet, a loop
@@ -175,137 +135,8 @@ class AsyncRedisSaver(BaseRedisSaver):
             coro.close()
             raise EventLoopError(problem or "no event loop")
         # The coroutine runs on the loop's thread: carry the caller's leases along.
-        held = lease.current_leases()
-        return asyncio.run_coroutine_threadsafe(lease.in_lease_context(held, coro), loop).result()
-
-    # the ledger drives its plans through these, from sync and from async code
-    def _drive_sync(self, plan: Plan[Any]) -> Any:
-        return self._run_sync(self._drive(plan))
-
-    async def _drive_async(self, plan: Plan[Any]) -> Any:
-        return await self._drive(plan)
-
-    # -- the checkpointer contract --------------------------------------------------------
-    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return await self._drive(self.core.get_tuple(config))
-
-    async def alist(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> AsyncIterator[CheckpointTuple]:
-        async for item in self._drive_iter(
-            self.core.list(config, filter=filter, before=before, limit=limit)
-        ):
-            yield item
-
-    async def aput(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        return await self._drive(self.core.put(config, checkpoint, metadata, new_versions))
-
-    async def aput_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> None:
-        await self._drive(self.core.put_writes(config, writes, task_id, task_path))
-
-    async def adelete_thread(self, thread_id: str) -> None:
-        await self._drive(self.core.delete_thread(thread_id))
-
-    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        await self._drive(self.core.delete_for_runs(run_ids))
-
-    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        await self._drive(self.core.copy_thread(source_thread_id, target_thread_id))
-
-    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        await self._drive(self.core.prune(thread_ids, strategy=strategy))
-
-    async def aget_delta_channel_history(
-        self, *, config: RunnableConfig, channels: Sequence[str]
-    ) -> Mapping[str, DeltaChannelHistory]:
-        return await self._drive(self.core.get_delta_channel_history(config, channels))
-
-    async def averify(self, thread_id: str) -> VerifyReport:
-        """Check every record of a thread; changes nothing."""
-        return await self._drive(self.core.verify(thread_id))
-
-    async def aresign(
-        self, thread_id: str | None = None, *, from_unsigned: bool = False
-    ) -> list[ResignReport]:
-        """See ``RedisSaver.resign``."""
-        return await self._drive(resign_threads(self.core, thread_id, from_unsigned=from_unsigned))
-
-    # -- sync twins: the async calls on the saver's loop, from another thread -------------
-    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return self._run_sync(self.aget_tuple(config))
-
-    def list(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> Iterator[CheckpointTuple]:
-        async def collect() -> list[CheckpointTuple]:
-            return [i async for i in self.alist(config, filter=filter, before=before, limit=limit)]
-
-        yield from self._run_sync(collect())
-
-    def put(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        return self._run_sync(self.aput(config, checkpoint, metadata, new_versions))
-
-    def put_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> None:
-        self._run_sync(self.aput_writes(config, writes, task_id, task_path))
-
-    def delete_thread(self, thread_id: str) -> None:
-        self._run_sync(self.adelete_thread(thread_id))
-
-    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        self._run_sync(self.adelete_for_runs(run_ids))
-
-    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        self._run_sync(self.acopy_thread(source_thread_id, target_thread_id))
-
-    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        self._run_sync(self.aprune(thread_ids, strategy=strategy))
-
-    def verify(self, thread_id: str) -> VerifyReport:
-        return self._run_sync(self.averify(thread_id))
-
-    def resign(
-        self, thread_id: str | None = None, *, from_unsigned: bool = False
-    ) -> list[ResignReport]:
-        return self._run_sync(self.aresign(thread_id, from_unsigned=from_unsigned))
-
-    def get_delta_channel_history(
-        self, *, config: RunnableConfig, channels: Sequence[str]
-    ) -> Mapping[str, DeltaChannelHistory]:
-        return self._run_sync(self.aget_delta_channel_history(config=config, channels=channels))
+        held = fencing.current_leases()
+        return asyncio.run_coroutine_threadsafe(fencing.in_lease_context(held, coro), loop).result()
 
 
 def _loop_problem(loop: asyncio.AbstractEventLoop | None) -> str | None:

@@ -1,221 +1,301 @@
-"""What the sync and async savers share: options, validation, versions. No I/O here."""
+"""The checkpointer contract, written once for both savers over ``drive`` / ``adrive``.
+
+Owns every public method of ``RedisSaver`` and ``AsyncRedisSaver``, sync and async: each
+builds the plan of ``SaverCore`` and hands it to the shell. Rules it keeps:
+  * A method here never does I/O and never knows which shell runs it. A shell implements
+    four drivers: ``drive(plan)`` and ``drive_iter(plan)`` for sync callers,
+    ``adrive(plan)`` and ``adrive_iter(plan)`` for async ones (``saver.py``, ``aio.py``).
+  * ``drive`` / ``adrive`` are public: the ledger, the lease, the CLI and anyone with a
+    plan of their own (``repair_plan``) drive through them, never through a private name.
+  * The semantics are LangGraph's (``InMemorySaver`` is the reference): first write wins
+    for regular pending writes, special channels overwrite, ``writes_sort_key`` order.
+"""
 
 from __future__ import annotations
 
-import copy
-import logging
-import random
-from collections.abc import Collection, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
-from typing import Any
+from typing import Any, TypeVar
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import BaseCheckpointSaver, _with_msgpack_allowlist
-from langgraph.checkpoint.serde.base import SerializerProtocol
-from redis.exceptions import NoScriptError
+from langgraph.checkpoint.base import (
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    DeltaChannelHistory,
+)
 
-from langgraph_durable import hazards
 from langgraph_durable import lease as leases
-from langgraph_durable.core import Batch, RecoveryReport, SaverCore, Script
-from langgraph_durable.envelope import Envelope
-from langgraph_durable.errors import ConfigurationError
-from langgraph_durable.keys import KeySchema
-from langgraph_durable.scripts import ScriptSet
-from langgraph_durable.serde import AllowedTypes, default_serde, warn_if_permissive
+from langgraph_durable.ops import Plan
+from langgraph_durable.options import DEFAULT_KEY_PREFIX, SaverOptions
+from langgraph_durable.reports import VerifyReport
+from langgraph_durable.resign import ResignReport, resign_threads
 
-DEFAULT_KEY_PREFIX = "lgd"
-logger = logging.getLogger("langgraph_durable")
+__all__ = ["DEFAULT_KEY_PREFIX", "BaseRedisSaver"]
 
-
-def check_client(client: Any, *, asyncio: bool) -> None:
-    """Reject clients the saver cannot work with, saying why."""
-    import redis
-    import redis.asyncio
-    import redis.asyncio.cluster
-    import redis.cluster
-
-    expected: tuple[type, ...] = (
-        (redis.asyncio.Redis, redis.asyncio.cluster.RedisCluster)
-        if asyncio
-        else (redis.Redis, redis.cluster.RedisCluster)
-    )
-    if not isinstance(client, expected):
-        names = " or ".join(f"{c.__module__}.{c.__qualname__}" for c in expected)
-        raise ConfigurationError(f"expected a {names} client, got {type(client).__name__}")
-    if client.get_encoder().decode_responses:
-        raise ConfigurationError(
-            "the Redis client must be created with decode_responses=False: "
-            "checkpoints are binary records"
-        )
-    if _retries(client) == 0:
-        logger.warning(
-            "langgraph-durable: this Redis client does not retry on connection errors, so a "
-            "dropped connection fails the run; pass retry=Retry(...) when creating it (the "
-            "saver's writes are idempotent, so retries are safe)"
-        )
+T = TypeVar("T")
 
 
-def client_retry(*, asyncio: bool) -> Any:
-    """What the savers' own clients do on a dropped connection or a timeout: reconnect
-    and resend, up to 10 times with jittered backoff (10 ms doubling to 1 s). Safe
-    because every write the saver makes is idempotent: resending a command that did run
-    (its reply was lost) stores the same bytes under the same fields again.
-    (redis-py's ``from_url`` clients do not retry unless given a ``Retry``.)"""
-    from redis.backoff import ExponentialWithJitterBackoff
+class BaseRedisSaver(SaverOptions):
+    """The contract of ``RedisSaver`` and ``AsyncRedisSaver`` (see ``SaverOptions`` for
+    the options). Every method raises ``InvalidConfigError`` for a config it cannot use,
+    and passes on Redis's own errors (connection, out of memory, ACL) as redis-py
+    raised them."""
 
-    if asyncio:
-        from redis.asyncio.retry import Retry as AsyncRetry
+    # -- the drivers a shell implements -------------------------------------------------
+    def drive(self, plan: Plan[T]) -> T:
+        """Run ``plan`` to its end from sync code and return its result."""
+        raise NotImplementedError
 
-        return AsyncRetry(ExponentialWithJitterBackoff(base=0.01, cap=1.0), retries=10)
-    from redis.retry import Retry
+    def drive_iter(self, plan: Plan[Any]) -> Iterator[Any]:
+        """Run a listing plan from sync code, yielding each item it emits."""
+        raise NotImplementedError
 
-    return Retry(ExponentialWithJitterBackoff(base=0.01, cap=1.0), retries=10)
+    async def adrive(self, plan: Plan[T]) -> T:
+        """Run ``plan`` to its end from async code and return its result."""
+        raise NotImplementedError
 
+    def adrive_iter(self, plan: Plan[Any]) -> AsyncIterator[Any]:
+        """Run a listing plan from async code, yielding each item it emits."""
+        raise NotImplementedError
 
-def batch_commands(op: Batch, scripts: ScriptSet) -> list[tuple[Any, ...]]:
-    """A batch's commands as sent: its scripts as EVALSHA(_RO) of the loaded script."""
-    return [
-        scripts.command(c.name, c.keys, c.args) if isinstance(c, Script) else c for c in op.commands
-    ]
+    # -- reads --------------------------------------------------------------------------
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """The checkpoint ``config`` names, with its channel values and pending writes.
 
+        Args:
+            config: ``configurable.thread_id``, optional ``checkpoint_ns`` (default "")
+                and ``checkpoint_id``.
 
-def script_reply(core: SaverCore, op: Script, reply: Any, *, first_try: bool) -> Any:
-    """What a script call returns: its reply, or its error typed (``script_error``), or
-    ``NOSCRIPT`` on a first try (then the shell loads the scripts and resends)."""
-    if isinstance(reply, NoScriptError) and first_try:
-        return NOSCRIPT
-    if isinstance(reply, Exception):
-        raise core.script_error(op, reply)
-    return reply
+        Returns:
+            With a ``checkpoint_id``: that checkpoint, or None if it does not exist.
+            Without: the newest checkpoint of the namespace that verifies completely;
+            damaged newer ones are skipped, logged and recorded in ``recovery_report``.
+            None for a thread with no checkpoint.
 
+        Raises:
+            CheckpointCorruptedError: the named checkpoint is damaged (no fallback when
+                a caller names one).
+            UnreadableThreadError: every checkpoint failed for a reason that may be this
+                reader's configuration (signing key, allowlist), not the data.
+        """
+        return self.drive(self.core.get_tuple(config))
 
-NOSCRIPT = object()  # a script call Redis did not know: load the scripts, send it again
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """``get_tuple`` for async code."""
+        return await self.adrive(self.core.get_tuple(config))
 
-
-def batch_replies(
-    core: SaverCore, op: Batch, replies: list[Any], *, first_try: bool
-) -> list[Any] | None:
-    """What a batch's shell returns: its replies (its first error raised, typed, unless
-    ``errors_as_values``), or None on a first try Redis answered NOSCRIPT (restarted,
-    or SCRIPT FLUSH): then the shell loads the scripts and resends it, which is safe
-    because every batch is idempotent."""
-    if first_try and any(isinstance(reply, NoScriptError) for reply in replies):
-        return None
-    error = None if op.errors_as_values else core.batch_error(op, replies)
-    if error is not None:
-        raise error
-    return replies
-
-
-def _retries(client: Any) -> int:
-    """How often ``client`` resends a command on a connection error."""
-    retry = client.get_retry() if hasattr(client, "get_retry") else getattr(client, "retry", None)
-    return retry.get_retries() if retry is not None else 0
-
-
-class BaseRedisSaver(BaseCheckpointSaver[str]):
-    """Options shared by ``RedisSaver`` and ``AsyncRedisSaver``.
-
-    Args:
-        key_prefix: prefix of every key; savers with different prefixes never see each
-            other's data. Must not contain ``{`` or ``}``.
-        ttl: seconds; every key of a thread expires this long after its last write.
-            ``None`` keeps threads until deleted.
-        signing_key: a key (or a list, newest first) for HMAC-SHA256 signatures; the
-            first signs, all verify. Without it, records carry an xxh3-128 checksum.
-        keep_last: keep the N newest checkpoints of each thread and namespace (plus the
-            ancestors their DeltaChannels are rebuilt from); older ones are pruned as the
-            thread grows. ``None`` keeps everything.
-        serde: LangGraph serializer. The default is ``JsonPlusSerializer`` with LangGraph's
-            strict msgpack allowlist and no pickle: stored bytes never name a callable
-            that runs. A record naming a type outside the allowlist reads as damage.
-        allowed_types: more types (classes or ``(module, name)`` pairs) the serializer
-            may construct, beyond LangGraph's safe types and what the compiled graph
-            declares (its state schema's types, through ``with_allowlist``).
-        wait_for_replicas: after every checkpoint, pending-write and ledger write, wait
-            (Redis ``WAIT``) until this many replicas have it; fewer within
-            ``replica_timeout`` seconds raises ``NotReplicatedError`` (the write stays on
-            the primary). 0, the default, does not wait.
-        replica_timeout: seconds to wait for the replicas.
-        repair_on_read: True (the default): a read that skips a damaged record also
-            moves it to the thread's quarantine hash, so later reads do not meet it
-            again. False: reads skip damage the same way but never write, as for
-            inspection (the ``langgraph-durable`` command line opens its saver so);
-            ``verify`` still reports the damage.
-        accept_format_1: True (the default): records written by langgraph-durable 0.1
-            (format 1, whose checksum or signature does not cover the key prefix) are
-            read. Set False once ``resign`` has rewritten every record: then someone
-            with write access cannot copy old records in from another key prefix.
-    """
-
-    core: SaverCore
-
-    def __init__(
+    def list(
         self,
+        config: RunnableConfig | None,
         *,
-        key_prefix: str = DEFAULT_KEY_PREFIX,
-        ttl: int | None = None,
-        signing_key: bytes | str | Sequence[bytes | str] | None = None,
-        keep_last: int | None = None,
-        serde: SerializerProtocol | None = None,
-        allowed_types: AllowedTypes = (),
-        wait_for_replicas: int = 0,
-        replica_timeout: float = 1.0,
-        repair_on_read: bool = True,
-        accept_format_1: bool = True,
-    ) -> None:
-        if serde is None:
-            serde = default_serde(allowed_types)
-        else:
-            warn_if_permissive(serde, signed=signing_key is not None)
-            if allowed_types:
-                serde = _with_msgpack_allowlist(serde, list(allowed_types))
-        super().__init__(serde=serde)
-        if (
-            not isinstance(wait_for_replicas, int)
-            or isinstance(wait_for_replicas, bool)
-            or wait_for_replicas < 0
-        ):
-            raise ConfigurationError(
-                f"wait_for_replicas must be an integer >= 0, got {wait_for_replicas!r}"
-            )
-        if not isinstance(replica_timeout, (int, float)) or not replica_timeout > 0:
-            raise ConfigurationError(
-                f"replica_timeout must be a number of seconds > 0, got {replica_timeout!r}"
-            )
-        if not isinstance(repair_on_read, bool):
-            raise ConfigurationError(
-                f"repair_on_read must be True or False, got {repair_on_read!r}"
-            )
-        for name, value in (("ttl", ttl), ("keep_last", keep_last)):
-            if value is not None and (
-                not isinstance(value, int) or isinstance(value, bool) or value <= 0
-            ):
-                raise ConfigurationError(f"{name} must be a positive integer, got {value!r}")
-        self.key_prefix = key_prefix
-        self.ttl = ttl
-        self.keep_last = keep_last
-        self.core = SaverCore(
-            serde=self.serde,
-            keys=KeySchema(key_prefix),
-            envelope=Envelope(signing_key, key_prefix, accept_format_1=accept_format_1),
-            ttl=ttl,
-            keep_last=keep_last,
-            wait_for_replicas=wait_for_replicas,
-            replica_timeout_ms=max(1, round(replica_timeout * 1000)),
-            repair_on_read=repair_on_read,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        """Checkpoints newest first; damaged ones are logged and skipped.
+
+        Args:
+            config: a thread (with ``checkpoint_ns``: only that namespace, read a page
+                per round trip; with ``checkpoint_id``: only that checkpoint), or None
+                for every thread of the key prefix (a SCAN: for operators).
+            filter: metadata keys and the values they must equal.
+            before: only checkpoints older than this config's ``checkpoint_id``.
+            limit: at most this many.
+
+        Raises:
+            InvalidConfigError: an option of the wrong type, naming it.
+        """
+        yield from self.drive_iter(
+            self.core.list(config, filter=filter, before=before, limit=limit)
         )
 
-    @property
-    def keys(self) -> KeySchema:
-        return self.core.keys
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        """``list`` for async code."""
+        plan = self.core.list(config, filter=filter, before=before, limit=limit)
+        async for item in self.adrive_iter(plan):
+            yield item
 
-    # setup() warns once if Redis may evict the saver's keys (see hazards.py)
-    def _check_eviction(self) -> None:
-        hazards.check_eviction(self.client, self.ttl)  # type: ignore[attr-defined]
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """What each ``DeltaChannel`` in ``channels`` is rebuilt from: the writes along
+        the parent chain of ``config``'s checkpoint, oldest first, back to its seed (the
+        nearest stored value). One walk for all channels, a page of ancestors per round
+        trip.
 
-    async def _acheck_eviction(self) -> None:
-        await hazards.acheck_eviction(self.client, self.ttl)  # type: ignore[attr-defined]
+        Raises:
+            CheckpointCorruptedError: a checkpoint on the path is damaged (a history with
+                a hole would rebuild a wrong value).
+        """
+        return self.drive(self.core.get_delta_channel_history(config, channels))
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """``get_delta_channel_history`` for async code."""
+        return await self.adrive(self.core.get_delta_channel_history(config, channels))
+
+    # -- writes -------------------------------------------------------------------------
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Store a checkpoint and the values of the channels in ``new_versions``, in one
+        round trip: it appears whole or not at all.
+
+        Args:
+            config: the thread, namespace and parent ``checkpoint_id``.
+            checkpoint: the checkpoint; its ``channel_values`` are stored apart, once
+                per (channel, version).
+            metadata: its metadata (``run_id`` is indexed for ``delete_for_runs``).
+            new_versions: the channels whose values changed since the parent.
+
+        Returns:
+            The config of the stored checkpoint.
+
+        Raises:
+            CheckpointLostError: the parent (or a value it passes on) is gone.
+            LeaseHeldError / LeaseLostError: another worker holds the thread, or took it
+                over from this one's lease.
+            ValueTooLargeError: a record Redis would refuse (``proto-max-bulk-len``).
+            NotReplicatedError: fewer than ``wait_for_replicas`` replicas acknowledged.
+        """
+        return self.drive(self.core.put(config, checkpoint, metadata, new_versions))
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """``put`` for async code."""
+        return await self.adrive(self.core.put(config, checkpoint, metadata, new_versions))
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Store a task's pending writes to the checkpoint ``config`` names, in one round
+        trip. A regular write is kept as first written (a replayed task cannot change
+        it); a special channel's (error, interrupt...) is overwritten.
+
+        Raises:
+            InvalidConfigError: ``config`` has no ``checkpoint_id``, or a name is no str.
+            LeaseHeldError / LeaseLostError, ValueTooLargeError, NotReplicatedError: as
+                ``put``.
+        """
+        self.drive(self.core.put_writes(config, writes, task_id, task_path))
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """``put_writes`` for async code."""
+        await self.adrive(self.core.put_writes(config, writes, task_id, task_path))
+
+    # -- whole threads --------------------------------------------------------------------
+    def delete_thread(self, thread_id: str) -> None:
+        """Delete every key of the thread (checkpoints, writes, ledger, quarantine)."""
+        self.drive(self.core.delete_thread(thread_id))
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        """``delete_thread`` for async code."""
+        await self.adrive(self.core.delete_thread(thread_id))
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Delete the checkpoints (and their writes) of these runs, in every thread
+        (a SCAN: for operators); values no other checkpoint references go too."""
+        self.drive(self.core.delete_for_runs(run_ids))
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """``delete_for_runs`` for async code."""
+        await self.adrive(self.core.delete_for_runs(run_ids))
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy every record of a thread that verifies (checkpoints, writes, values,
+        ledger entries), re-sealed under the target's identity; damaged ones are left
+        out and logged."""
+        self.drive(self.core.copy_thread(source_thread_id, target_thread_id))
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """``copy_thread`` for async code."""
+        await self.adrive(self.core.copy_thread(source_thread_id, target_thread_id))
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """``"keep_latest"``: keep each namespace's newest checkpoint, the newest that
+        verifies completely, and the ancestors their DeltaChannels are rebuilt from;
+        ``"delete"``: delete the threads.
+
+        Raises:
+            ValueError: an unknown ``strategy``.
+        """
+        self.drive(self.core.prune(thread_ids, strategy=strategy))
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """``prune`` for async code."""
+        await self.adrive(self.core.prune(thread_ids, strategy=strategy))
+
+    # -- operations beyond LangGraph's contract -------------------------------------------
+    def verify(self, thread_id: str) -> VerifyReport:
+        """Check every record of a thread in one round trip; changes nothing.
+
+        Returns:
+            A ``VerifyReport``: one ``Finding`` per damaged record, index member without
+            its record, record outside its index, or key of the wrong type.
+        """
+        return self.drive(self.core.verify(thread_id))
+
+    async def averify(self, thread_id: str) -> VerifyReport:
+        """``verify`` for async code."""
+        return await self.adrive(self.core.verify(thread_id))
+
+    def resign(
+        self, thread_id: str | None = None, *, from_unsigned: bool = False
+    ) -> list[ResignReport]:
+        """Re-sign records in place under the newest ``signing_key`` and format.
+
+        Completes a key rotation: with ``signing_key=[new, old]``, every record of the
+        thread (every thread of this key prefix when ``thread_id`` is None) that verifies
+        under ``new`` or ``old`` is rewritten signed by ``new``; afterwards ``old`` can be
+        dropped. Records written by langgraph-durable 0.1 are rewritten in the current
+        format, which binds the key prefix.
+
+        Args:
+            thread_id: one thread, or None for every thread.
+            from_unsigned: also sign records that carry only a checksum (written before
+                ``signing_key`` was set). Only do this while you trust what Redis holds:
+                a checksum proves no author.
+
+        Returns:
+            One ``ResignReport`` per thread: records re-signed, already current, and
+            skipped (they do not verify; left exactly as they were).
+        """
+        return self.drive(resign_threads(self.core, thread_id, from_unsigned=from_unsigned))
+
+    async def aresign(
+        self, thread_id: str | None = None, *, from_unsigned: bool = False
+    ) -> list[ResignReport]:
+        """``resign`` for async code."""
+        return await self.adrive(resign_threads(self.core, thread_id, from_unsigned=from_unsigned))
 
     def lease(
         self,
@@ -227,8 +307,11 @@ class BaseRedisSaver(BaseCheckpointSaver[str]):
         """Hold the thread's lease for the block: one writer per thread.
 
         Renewed every ``ttl / 3`` s by a background thread; the block's writes carry its
-        fencing token. Raises ``LeaseHeldError`` if another worker holds it for longer
-        than ``wait`` seconds. See ``langgraph_durable.lease``.
+        fencing token. See ``langgraph_durable.lease``.
+
+        Raises:
+            LeaseHeldError: another worker holds it for longer than ``wait`` seconds.
+            ConfigurationError: ``ttl`` or ``wait`` is not a sound number of seconds.
         """
         return leases.hold(self, thread, ttl, wait)
 
@@ -241,25 +324,3 @@ class BaseRedisSaver(BaseCheckpointSaver[str]):
     ) -> AbstractAsyncContextManager[leases.Lease]:
         """``lease`` for ``async with``; renewed by an asyncio task."""
         return leases.ahold(self, thread, ttl, wait)
-
-    def recovery_report(self, thread_id: str, checkpoint_ns: str = "") -> RecoveryReport | None:
-        """The last fallback a read of this thread had to make, or None if it never had to."""
-        return self.core.recovery_reports.get((str(thread_id), checkpoint_ns))
-
-    def with_allowlist(self, extra_allowlist: Collection[tuple[str, ...]]) -> BaseRedisSaver:
-        clone = super().with_allowlist(extra_allowlist)
-        if clone is not self:  # the clone has a new serde: give it a core that uses it
-            clone.core = copy.copy(self.core)
-            clone.core.serde = clone.serde
-        return clone  # type: ignore[return-value]
-
-    def get_next_version(self, current: str | None, channel: None) -> str:
-        # As InMemorySaver: a zero-padded counter (sorts as text) and a random tail, so
-        # two forks from one checkpoint never write different values under one version.
-        if current is None:
-            current_v = 0
-        elif isinstance(current, int):
-            current_v = current
-        else:
-            current_v = int(current.split(".")[0])
-        return f"{current_v + 1:032}.{random.random():016}"

@@ -1,6 +1,7 @@
-"""How ``from_conn_string`` turns a URL and keyword arguments into a redis-py client.
+"""The redis-py clients a saver runs on: made from a URL, or checked when handed in.
 
-Owns the split of ``from_conn_string``'s keywords into saver options (the parameters of
+Owns which clients a saver accepts (``check_client``), how the savers' own clients
+retry (``client_retry``), and the split of ``from_conn_string``'s keywords into saver options (the parameters of
 the saver's ``__init__``: ``key_prefix``, ``ttl``, ...) and client options (everything
 else, for redis-py: ``ssl_ca_certs``, ``socket_timeout``, ``username``, ...), and the
 check that redis-py takes every client option. Unchecked, redis-py reports an unknown
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 import inspect
+import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -22,11 +24,63 @@ import redis.asyncio.connection
 import redis.cluster
 import redis.connection
 
-from langgraph_durable.base import client_retry
 from langgraph_durable.errors import ConfigurationError
+
+logger = logging.getLogger("langgraph_durable")
 
 # Keywords of the saver's __init__ that are not saver options.
 _NOT_OPTIONS = {"self", "client"}
+
+
+def check_client(client: Any, *, asyncio: bool) -> None:
+    """Reject clients the saver cannot work with, saying why."""
+    import redis
+    import redis.asyncio
+    import redis.asyncio.cluster
+    import redis.cluster
+
+    expected: tuple[type, ...] = (
+        (redis.asyncio.Redis, redis.asyncio.cluster.RedisCluster)
+        if asyncio
+        else (redis.Redis, redis.cluster.RedisCluster)
+    )
+    if not isinstance(client, expected):
+        names = " or ".join(f"{c.__module__}.{c.__qualname__}" for c in expected)
+        raise ConfigurationError(f"expected a {names} client, got {type(client).__name__}")
+    if client.get_encoder().decode_responses:
+        raise ConfigurationError(
+            "the Redis client must be created with decode_responses=False: "
+            "checkpoints are binary records"
+        )
+    if _retries(client) == 0:
+        logger.warning(
+            "langgraph-durable: this Redis client does not retry on connection errors, so a "
+            "dropped connection fails the run; pass retry=Retry(...) when creating it (the "
+            "saver's writes are idempotent, so retries are safe)"
+        )
+
+
+def client_retry(*, asyncio: bool) -> Any:
+    """What the savers' own clients do on a dropped connection or a timeout: reconnect
+    and resend, up to 10 times with jittered backoff (10 ms doubling to 1 s). Safe
+    because every write the saver makes is idempotent: resending a command that did run
+    (its reply was lost) stores the same bytes under the same fields again.
+    (redis-py's ``from_url`` clients do not retry unless given a ``Retry``.)"""
+    from redis.backoff import ExponentialWithJitterBackoff
+
+    if asyncio:
+        from redis.asyncio.retry import Retry as AsyncRetry
+
+        return AsyncRetry(ExponentialWithJitterBackoff(base=0.01, cap=1.0), retries=10)
+    from redis.retry import Retry
+
+    return Retry(ExponentialWithJitterBackoff(base=0.01, cap=1.0), retries=10)
+
+
+def _retries(client: Any) -> int:
+    """How often ``client`` resends a command on a connection error."""
+    retry = client.get_retry() if hasattr(client, "get_retry") else getattr(client, "retry", None)
+    return retry.get_retries() if retry is not None else 0
 
 
 def keywords(*classes: type) -> set[str]:

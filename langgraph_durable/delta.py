@@ -10,7 +10,7 @@ wrong value. Mixed into ``SaverCore``, whose reads and record codec it uses.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import DeltaChannelHistory, PendingWrite
@@ -18,6 +18,7 @@ from langgraph.checkpoint.base import DeltaChannelHistory, PendingWrite
 from langgraph_durable.errors import CheckpointCorruptedError, RecordDamagedError
 from langgraph_durable.inputs import configurable
 from langgraph_durable.ops import Plan
+from langgraph_durable.reads import ReadPlans
 from langgraph_durable.records import (
     _NO_VALUE,
     LIST_PAGE,
@@ -28,18 +29,9 @@ from langgraph_durable.records import (
     _thread_id,
 )
 
-if TYPE_CHECKING:
-    from langgraph_durable.keys import KeySchema
 
-
-class DeltaHistoryPlans:
+class DeltaHistoryPlans(ReadPlans):
     """The DeltaChannel history plan of ``SaverCore``."""
-
-    keys: KeySchema
-    _read_entries: Any
-    _read_values: Any
-    _decode_entry: Any
-    _open_value: Any
 
     def get_delta_channel_history(
         self, config: RunnableConfig, channels: Sequence[str]

@@ -9,7 +9,7 @@ come back from the ledger, the e-mail whose outcome is unknown is escalated to a
 "operator" (who checks the outbox), and the run completes. The verdict checks that every
 side effect happened exactly once.
 
-    langgraph-durable demo [--damage] [--json]     (or python -m langgraph_durable.demo)
+    langgraph-durable demo [--damage] [--json]
 
 The workers get the Redis URL (and any signing keys) through their environment, never on
 their command line, where every user of the machine could read a password; what the demo
@@ -414,9 +414,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(json.dumps(report))
         return 0
-    from langgraph_durable.cli import cli
-
-    return cli.main(["demo", *args], standalone_mode=False) or 0
+    print("run the demo with: langgraph-durable demo", file=sys.stderr)  # this is its worker
+    return 2
 
 
 if __name__ == "__main__":

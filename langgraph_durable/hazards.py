@@ -2,8 +2,8 @@
 
 Today one: a ``maxmemory-policy`` that lets Redis evict the saver's keys (a thread's index
 without its records, a tool ledger without its index). ``eviction_hazard`` decides from
-the policy alone; ``check_eviction`` / ``acheck_eviction`` fetch it from every primary and
-log a warning once per process for each server and policy (a CONFIG GET once per client).
+the policy alone; ``eviction_checks`` fetches it from every primary (at ``setup``) and
+logs a warning once per process for each server and policy (a CONFIG GET once per client).
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from __future__ import annotations
 import logging
 import threading
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Generator, Mapping
+from functools import partial
 from typing import Any
 
 import redis
@@ -107,25 +108,14 @@ def report(server: str, reply: Any, ttl: int | None) -> None:
         )
 
 
-def check_eviction(client: Any, ttl: int | None) -> None:
-    """Warn (once) if any primary of ``client`` may evict the saver's keys."""
+def eviction_checks(client: Any, ttl: int | None) -> Generator[Callable[[], Any], Any, None]:
+    """Warn (once) if any primary of ``client`` may evict the saver's keys: the CONFIG GET
+    calls, yielded for the shell to make (``shell.py``) and sent back."""
     if not _first_check(client, ttl):
         return
     for server, options in _nodes(client):
         try:
-            reply = client.config_get("maxmemory-policy", **options)
+            reply = yield partial(client.config_get, "maxmemory-policy", **options)
         except redis.ResponseError as exc:  # CONFIG denied by ACL, renamed, or disabled
-            reply = exc
-        report(server, reply, ttl)
-
-
-async def acheck_eviction(client: Any, ttl: int | None) -> None:
-    """``check_eviction`` for ``redis.asyncio`` clients."""
-    if not _first_check(client, ttl):
-        return
-    for server, options in _nodes(client):
-        try:
-            reply = await client.config_get("maxmemory-policy", **options)
-        except redis.ResponseError as exc:
             reply = exc
         report(server, reply, ttl)

@@ -14,72 +14,35 @@ A write made outside any lease is rejected with ``LeaseHeldError`` while another
 holds the thread; with nobody holding it, it goes ahead, so savers used without leases
 behave exactly as before.
 
-The plans are in ``core.py``; this module holds the context managers, which only drive
-them and run the renewal (a daemon thread, or an asyncio task for ``alease``).
+The plans and the token a write carries are in ``fencing.py``; this module holds the
+context managers, which only drive them (``saver.drive`` / ``adrive``) and run the
+renewal (a daemon thread, or an asyncio task for ``alease``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import logging
-import os
-import socket
 import threading
 import time
-import uuid
-from collections.abc import AsyncIterator, Awaitable, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
-from dataclasses import dataclass
-from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
+from langgraph_durable import fencing
 from langgraph_durable.errors import ConfigurationError, LeaseHeldError
+from langgraph_durable.fencing import Lease
+from langgraph_durable.inputs import configurable
 
 if TYPE_CHECKING:
     from langgraph_durable.base import BaseRedisSaver
 
+__all__ = ["DEFAULT_LEASE_TTL", "Lease", "ahold", "hold"]
+
 logger = logging.getLogger("langgraph_durable")
-R = TypeVar("R")
 
 DEFAULT_LEASE_TTL = 30.0
 _POLL = 0.05  # seconds between attempts while waiting for a held lease
-
-# (key prefix, thread id) -> fencing token, for the leases held in this context.
-_HELD: contextvars.ContextVar[Mapping[tuple[str, str], str]] = contextvars.ContextVar(
-    "langgraph_durable_leases", default=MappingProxyType({})
-)
-
-
-def held_token(prefix: str, thread_id: str) -> str:
-    """The fencing token of the lease this context holds on the thread, or ``""``."""
-    return _HELD.get().get((prefix, thread_id), "")
-
-
-async def in_lease_context(held: Mapping[tuple[str, str], str], coro: Awaitable[R]) -> R:
-    """Await ``coro`` with the caller's leases, for code run on another thread's loop."""
-    _HELD.set(held)
-    return await coro
-
-
-def current_leases() -> Mapping[tuple[str, str], str]:
-    return _HELD.get()
-
-
-@dataclass
-class Lease:
-    """A held lease. ``lost`` turns true if a renewal found another worker holding it."""
-
-    thread_id: str
-    owner: str
-    ttl: float
-    token: str = ""
-    lost: bool = False
-
-
-def _new_owner() -> str:
-    # Readable in LeaseHeldError and the CLI: which machine and process holds the thread.
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
 def _new_lease(thread: str | Mapping[str, Any], ttl: float, wait: float) -> Lease:
@@ -89,15 +52,8 @@ def _new_lease(thread: str | Mapping[str, Any], ttl: float, wait: float) -> Leas
     if not wait >= 0:
         raise ConfigurationError(f"lease wait must be a number of seconds >= 0, got {wait!r}")
     if isinstance(thread, Mapping):
-        from langgraph_durable.core import configurable  # core imports this module
-
         thread = configurable(thread)["thread_id"]  # type: ignore[arg-type]
-    return Lease(str(thread), _new_owner(), ttl)
-
-
-def _bind(saver: BaseRedisSaver, lease: Lease) -> contextvars.Token[Mapping[tuple[str, str], str]]:
-    """Make this context's writes to the thread carry the lease's token."""
-    return _HELD.set({**_HELD.get(), (saver.key_prefix, lease.thread_id): lease.token})
+    return Lease(str(thread), fencing.new_owner(), ttl)
 
 
 def _pause(exc: LeaseHeldError, deadline: float) -> float:
@@ -116,16 +72,16 @@ def hold(
     deadline = time.monotonic() + wait
     while not lease.token:
         try:
-            lease.token = saver._drive_sync(saver.core.acquire_lease(lease))
+            lease.token = saver.drive(saver.core.acquire_lease(lease))
         except LeaseHeldError as exc:
             time.sleep(_pause(exc, deadline))
-    binding = _bind(saver, lease)
+    binding = fencing.bind(saver.key_prefix, lease.thread_id, lease.token)
     stop = threading.Event()
 
     def renew() -> None:
         while not stop.wait(ttl / 3):
             try:
-                outcome: bool | Exception = saver._drive_sync(saver.core.renew_lease(lease))
+                outcome: bool | Exception = saver.drive(saver.core.renew_lease(lease))
             except Exception as exc:  # noqa: BLE001 - whatever it was, renewal goes on
                 outcome = exc
             if not _renewed(lease, outcome):
@@ -138,9 +94,9 @@ def hold(
     finally:
         stop.set()
         renewer.join()
-        _HELD.reset(binding)
+        fencing.unbind(binding)
         try:
-            saver._drive_sync(saver.core.release_lease(lease))
+            saver.drive(saver.core.release_lease(lease))
         except Exception as exc:  # noqa: BLE001 - the lease expires on its own
             _release_failed(exc)
 
@@ -153,16 +109,16 @@ async def ahold(
     deadline = time.monotonic() + wait
     while not lease.token:
         try:
-            lease.token = await saver._drive_async(saver.core.acquire_lease(lease))
+            lease.token = await saver.adrive(saver.core.acquire_lease(lease))
         except LeaseHeldError as exc:
             await asyncio.sleep(_pause(exc, deadline))
-    binding = _bind(saver, lease)
+    binding = fencing.bind(saver.key_prefix, lease.thread_id, lease.token)
 
     async def renew() -> None:
         while True:
             await asyncio.sleep(ttl / 3)
             try:
-                outcome: bool | Exception = await saver._drive_async(saver.core.renew_lease(lease))
+                outcome: bool | Exception = await saver.adrive(saver.core.renew_lease(lease))
             except Exception as exc:  # noqa: BLE001 - whatever it was, renewal goes on
                 outcome = exc
             if not _renewed(lease, outcome):
@@ -173,9 +129,9 @@ async def ahold(
         yield lease
     finally:
         renewer.cancel()
-        _HELD.reset(binding)
+        fencing.unbind(binding)
         try:
-            await saver._drive_async(saver.core.release_lease(lease))
+            await saver.adrive(saver.core.release_lease(lease))
         except Exception as exc:  # noqa: BLE001 - the lease expires on its own
             _release_failed(exc)
 

@@ -18,6 +18,7 @@ import msgpack
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointMetadata
 
+from langgraph_durable import reply_codes
 from langgraph_durable.errors import RecordDamagedError
 from langgraph_durable.keys import KeySchema, ThreadKeys
 
@@ -101,7 +102,7 @@ def _wrong_type_as_empty(
     values, wrong = [], []
     for i, (reply, nothing) in enumerate(zip(replies, empty)):
         if isinstance(reply, Exception):
-            if "WRONGTYPE" not in str(reply):
+            if not reply_codes.is_wrong_type(reply):
                 raise reply
             reply = nothing
             wrong.append(i)

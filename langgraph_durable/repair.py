@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from langgraph_durable.core import _CONFIG_REASONS, NOT_INDEXED, Batch, Plan, SaverCore, Script
+from langgraph_durable.core import SaverCore
+from langgraph_durable.ops import Batch, Plan, Script
+from langgraph_durable.records import _CONFIG_REASONS, NOT_INDEXED
 
 
 @dataclass
@@ -58,9 +60,9 @@ def repair(core: SaverCore, thread_id: str) -> Plan[RepairReport]:
         args += [kind, field_, core.keys.quarantine_field(kind, field_), reason]
         result.moved.append((kind, field_, reason))
     if args:
-        yield Script("quarantine", tk.with_twins(), [core._ttl_arg, *args])
+        yield Script("quarantine", tk.with_twins(), [core.ttl_arg, *args])
     if reindex:  # after the quarantine: a damaged record must not be indexed again
-        result.reindexed = yield Script("reindex", tk.with_twins(), [core._ttl_arg])
+        result.reindexed = yield Script("reindex", tk.with_twins(), [core.ttl_arg])
     return result
 
 

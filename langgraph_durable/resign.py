@@ -14,9 +14,14 @@ not verify is left exactly as it is and reported; bodies are never deserialized.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from langgraph_durable.core import Batch, Finding, Plan, SaverCore, Script, _label
+from langgraph_durable.ops import Batch, Plan, Script
+from langgraph_durable.records import _label
+from langgraph_durable.reports import Finding
+
+if TYPE_CHECKING:
+    from langgraph_durable.core import SaverCore
 from langgraph_durable.envelope import Envelope
 from langgraph_durable.errors import RecordDamagedError
 from langgraph_durable.keys import KeySchema
@@ -76,7 +81,7 @@ def resign_threads(
     core: SaverCore, thread_id: str | None, *, from_unsigned: bool
 ) -> Plan[list[ResignReport]]:
     """Re-sign one thread, or every thread of the key prefix when ``thread_id`` is None."""
-    thread_ids = [str(thread_id)] if thread_id is not None else (yield from core._all_thread_ids())
+    thread_ids = [str(thread_id)] if thread_id is not None else (yield from core.all_thread_ids())
     reports = []
     for tid in thread_ids:
         reports.append((yield from resign_thread(core, tid, from_unsigned=from_unsigned)))

@@ -1,48 +1,30 @@
-"""``RedisSaver``: the synchronous shell. It only drives the plans of ``core.py``."""
+"""``RedisSaver``: the synchronous shell. It only drives plans (``base.py`` holds the contract).
+
+Owns the four drivers for a ``redis.Redis`` / ``RedisCluster`` client: ``drive`` makes
+each call ``shell.py`` yields; the async methods run a whole plan in a worker thread
+(``asyncio.to_thread``, which carries the caller's leases along).
+"""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import redis
 import redis.cluster
-from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import (
-    ChannelVersions,
-    Checkpoint,
-    CheckpointMetadata,
-    CheckpointTuple,
-    DeltaChannelHistory,
-)
 
 from langgraph_durable import connect, scripts
-from langgraph_durable.base import (
-    NOSCRIPT,
-    BaseRedisSaver,
-    batch_commands,
-    batch_replies,
-    check_client,
-    script_reply,
-)
-from langgraph_durable.core import (
-    Batch,
-    Command,
-    Emit,
-    Plan,
-    ScanKeys,
-    Script,
-    VerifyReport,
-    WaitReplicas,
-)
-from langgraph_durable.resign import ResignReport, resign_threads
+from langgraph_durable.base import BaseRedisSaver
+from langgraph_durable.ops import Emit, Plan
+from langgraph_durable.shell import PlanShell, Steps
 
 SyncClient = redis.Redis | redis.cluster.RedisCluster
+T = TypeVar("T")
 
 
-class RedisSaver(BaseRedisSaver):
+class RedisSaver(PlanShell, BaseRedisSaver):
     """A LangGraph checkpointer on plain Redis (6.2+, Valkey, Redis Cluster).
 
     Pass an existing ``redis.Redis`` or ``redis.cluster.RedisCluster`` (created with
@@ -52,7 +34,7 @@ class RedisSaver(BaseRedisSaver):
     """
 
     def __init__(self, client: SyncClient, **options: Any) -> None:
-        check_client(client, asyncio=False)
+        connect.check_client(client, asyncio=False)
         super().__init__(**options)
         self.client = client
         self.cluster = isinstance(client, redis.cluster.RedisCluster)
@@ -71,7 +53,7 @@ class RedisSaver(BaseRedisSaver):
         ``ssl_certfile``, ``ssl_keyfile`` (for ``rediss://`` URLs), ``socket_timeout``,
         ``username``, ``password``, ``retry``... A keyword redis-py does not take raises
         ``ConfigurationError`` naming it. Unless given ``retry=``, the client retries
-        dropped connections and timeouts (see ``base.client_retry``). ``cluster=True``
+        dropped connections and timeouts (see ``connect.client_retry``). ``cluster=True``
         connects to a Redis Cluster.
         """
         options, client_options = connect.split_options(cls, kwargs)
@@ -84,220 +66,49 @@ class RedisSaver(BaseRedisSaver):
             client.close()
 
     def setup(self) -> None:
-        """Load the Lua scripts (idempotent). Storage needs no other set-up."""
-        try:
-            version = scripts.server_version(self.client.info("server"))
-        except redis.exceptions.ResponseError:  # INFO not allowed (ACL): assume Redis 6.2
-            version = None
-        self._scripts = scripts.ScriptSet.for_server(version, cluster=self.cluster)
-        self._load_scripts()
-        self._check_eviction()
+        """Load the Lua scripts (idempotent) and warn once if Redis may evict the saver's
+        keys. Storage needs no other set-up."""
+        self._run(self._setup_steps())
 
-    def _load_scripts(self) -> None:
-        for source in self._scripts.sources():
-            self.client.script_load(source)  # type: ignore[attr-defined]
+    def _scan_keys(self, pattern: str) -> list[Any]:
+        return list(self.client.scan_iter(match=pattern, count=1000))
 
-    # -- driving plans ------------------------------------------------------------------
-    def _execute(self, op: Any) -> Any:
-        if isinstance(op, Script):
-            command = self._scripts.command(op.name, op.keys, op.args)
-            for first_try in (True, False):
-                try:
-                    reply: Any = self.client.execute_command(*command)
-                except redis.ResponseError as exc:
-                    reply = exc
-                reply = script_reply(self.core, op, reply, first_try=first_try)
-                if reply is not NOSCRIPT:
-                    return reply
-                self._load_scripts()
-        if isinstance(op, Command):
-            return self.client.execute_command(*op.args)
-        if isinstance(op, Batch):
-            commands = batch_commands(op, self._scripts)
-            for first_try in (True, False):
-                pipe = self.client.pipeline(transaction=op.atomic)
-                for command in commands:
-                    pipe.execute_command(*command)
-                replies = pipe.execute(raise_on_error=False)
-                result = batch_replies(self.core, op, replies, first_try=first_try)
-                if result is not None:
-                    return result
-                self._load_scripts()
-        if isinstance(op, WaitReplicas):
-            wait = ("WAIT", op.replicas, op.timeout_ms)
-            if self.cluster:  # WAIT has no key: send it to the node the write went to
-                node = self.client.get_node_from_key(op.key)  # type: ignore[union-attr]
-                return self.client.execute_command(*wait, target_nodes=node)  # type: ignore[call-arg]
-            return self.client.execute_command(*wait)
-        if isinstance(op, ScanKeys):
-            return list(self.client.scan_iter(match=op.pattern, count=1000))
-        raise TypeError(f"unknown operation {op!r}")
-
-    def _drive_iter(self, plan: Plan[Any]) -> Iterator[Any]:
-        reply = None
+    # -- the drivers ---------------------------------------------------------------------
+    def _drive_steps(self, steps: Steps[T]) -> Iterator[Any]:
+        """Make each call ``steps`` yields, yield each emitted item, return its result."""
+        reply: Any = None
+        error: Exception | None = None
         while True:
             try:
-                op = plan.send(reply)
+                step = steps.send(reply) if error is None else steps.throw(error)
             except StopIteration as stop:
-                return stop.value
-            if isinstance(op, Emit):
-                reply = None
-                yield op.item
-            else:
-                reply = self._execute(op)
+                return stop.value  # type: ignore[no-any-return]
+            reply, error = None, None
+            if isinstance(step, Emit):
+                yield step.item
+                continue
+            try:
+                reply = step()
+            except Exception as exc:  # noqa: BLE001 - handed to the plan's shell step
+                error = exc
 
-    def _drive(self, plan: Plan[Any]) -> Any:
-        it = self._drive_iter(plan)
+    def drive_iter(self, plan: Plan[Any]) -> Iterator[Any]:
+        return self._drive_steps(self._steps(plan))
+
+    def drive(self, plan: Plan[T]) -> T:
+        return self._run(self._steps(plan))
+
+    def _run(self, steps: Steps[T]) -> T:
+        items = self._drive_steps(steps)
         while True:
             try:
-                next(it)
+                next(items)
             except StopIteration as stop:
-                return stop.value
+                return stop.value  # type: ignore[no-any-return]
 
-    # the ledger drives its plans through these, from sync and from async code
-    _drive_sync = _drive
+    async def adrive(self, plan: Plan[T]) -> T:
+        return await asyncio.to_thread(self.drive, plan)
 
-    async def _drive_async(self, plan: Plan[Any]) -> Any:
-        return await asyncio.to_thread(self._drive, plan)
-
-    # -- the checkpointer contract --------------------------------------------------------
-    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return self._drive(self.core.get_tuple(config))
-
-    def list(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> Iterator[CheckpointTuple]:
-        yield from self._drive_iter(
-            self.core.list(config, filter=filter, before=before, limit=limit)
-        )
-
-    def put(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        return self._drive(self.core.put(config, checkpoint, metadata, new_versions))
-
-    def put_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> None:
-        self._drive(self.core.put_writes(config, writes, task_id, task_path))
-
-    def delete_thread(self, thread_id: str) -> None:
-        self._drive(self.core.delete_thread(thread_id))
-
-    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        self._drive(self.core.delete_for_runs(run_ids))
-
-    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        self._drive(self.core.copy_thread(source_thread_id, target_thread_id))
-
-    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        self._drive(self.core.prune(thread_ids, strategy=strategy))
-
-    def get_delta_channel_history(
-        self, *, config: RunnableConfig, channels: Sequence[str]
-    ) -> Mapping[str, DeltaChannelHistory]:
-        return self._drive(self.core.get_delta_channel_history(config, channels))
-
-    def verify(self, thread_id: str) -> VerifyReport:
-        """Check every record of a thread; changes nothing."""
-        return self._drive(self.core.verify(thread_id))
-
-    def resign(
-        self, thread_id: str | None = None, *, from_unsigned: bool = False
-    ) -> list[ResignReport]:
-        """Re-sign records in place under the newest ``signing_key`` and format.
-
-        Completes a key rotation: with ``signing_key=[new, old]``, every record of the
-        thread (every thread of this key prefix when ``thread_id`` is None) that verifies
-        under ``new`` or ``old`` is rewritten signed by ``new``; afterwards ``old`` can be
-        dropped. Records written by langgraph-durable 0.1 are rewritten in the current
-        format, which binds the key prefix.
-
-        Args:
-            thread_id: one thread, or None for every thread.
-            from_unsigned: also sign records that carry only a checksum (written before
-                ``signing_key`` was set). Only do this while you trust what Redis holds:
-                a checksum proves no author.
-
-        Returns:
-            One ``ResignReport`` per thread: records re-signed, already current, and
-            skipped (they do not verify; left exactly as they were).
-        """
-        return self._drive(resign_threads(self.core, thread_id, from_unsigned=from_unsigned))
-
-    # -- async twins: the sync calls in a worker thread ------------------------------------
-    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return await asyncio.to_thread(self.get_tuple, config)
-
-    async def alist(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> AsyncIterator[CheckpointTuple]:
-        items = await asyncio.to_thread(
-            lambda: list(self.list(config, filter=filter, before=before, limit=limit))
-        )
-        for item in items:
+    async def adrive_iter(self, plan: Plan[Any]) -> AsyncIterator[Any]:
+        for item in await asyncio.to_thread(lambda: list(self.drive_iter(plan))):
             yield item
-
-    async def aput(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
-
-    async def aput_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> None:
-        await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
-
-    async def adelete_thread(self, thread_id: str) -> None:
-        await asyncio.to_thread(self.delete_thread, thread_id)
-
-    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        await asyncio.to_thread(self.delete_for_runs, run_ids)
-
-    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
-
-    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
-
-    async def averify(self, thread_id: str) -> VerifyReport:
-        return await asyncio.to_thread(self.verify, thread_id)
-
-    async def aresign(
-        self, thread_id: str | None = None, *, from_unsigned: bool = False
-    ) -> list[ResignReport]:
-        """``resign`` in a worker thread."""
-        return await asyncio.to_thread(self.resign, thread_id, from_unsigned=from_unsigned)
-
-    async def aget_delta_channel_history(
-        self, *, config: RunnableConfig, channels: Sequence[str]
-    ) -> Mapping[str, DeltaChannelHistory]:
-        return await asyncio.to_thread(
-            self.get_delta_channel_history, config=config, channels=channels
-        )

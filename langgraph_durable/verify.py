@@ -4,14 +4,13 @@ Owns the verify plan (one round trip: both indexes, every record hash, the quara
 size) and what counts as a finding: a record that does not verify or deserialize, an
 index member without its record or a record outside its index, a malformed member, a
 checkpoint whose channel values are missing or damaged. Repair (``repair.py``) acts on
-these findings; reads never call this. Mixed into ``SaverCore``, whose record codec
-(``_decode_entry``, ``_open_value``, ``_blob_fields``) it uses.
+these findings; reads never call this. Mixed into ``SaverCore``; built on the record codec
+(``codec.py``).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
+from langgraph_durable.codec import RecordCodec
 from langgraph_durable.errors import RecordDamagedError
 from langgraph_durable.ops import Batch, Plan
 from langgraph_durable.records import (
@@ -23,17 +22,9 @@ from langgraph_durable.records import (
 )
 from langgraph_durable.reports import Finding, VerifyReport
 
-if TYPE_CHECKING:
-    from langgraph_durable.keys import KeySchema
 
-
-class VerifyPlans:
+class VerifyPlans(RecordCodec):
     """The verify plan of ``SaverCore``."""
-
-    keys: KeySchema
-    _decode_entry: Any
-    _open_value: Any
-    _blob_fields: Any
 
     def verify(self, thread_id: str) -> Plan[VerifyReport]:
         """Check every record of a thread without changing anything (one round trip)."""

@@ -24,7 +24,8 @@ import redis
 from hypothesis import HealthCheck, settings
 
 from langgraph_durable import RedisSaver
-from tests.servers import Server, start_server
+from tests.helpers.redis_keys import delete_prefix
+from tests.helpers.servers import Server, start_server
 
 # Property tests: the same examples on every run (derandomize), and no time limit on an
 # example or on generating data, which a loaded machine would turn into failures.
@@ -45,19 +46,6 @@ def redis_url() -> Iterator[str]:
     yield server.url
     server.stop()
     shutil.rmtree(workdir, ignore_errors=True)
-
-
-def delete_prefix(client: redis.Redis, prefix: str) -> None:
-    """Delete only the keys this test created (its own unique prefix)."""
-    pattern = "".join("\\" + c if c in "*?[]\\" else c for c in prefix) + ":*"
-    batch = []
-    for key in client.scan_iter(match=pattern, count=1000):
-        batch.append(key)
-        if len(batch) >= 500:
-            client.unlink(*batch)
-            batch.clear()
-    if batch:
-        client.unlink(*batch)
 
 
 @pytest.fixture

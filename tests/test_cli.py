@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from tests.helpers.redis_keys import delete_prefix, flip_last_bit
+
 ROOT = Path(__file__).resolve().parent.parent
 CLI = [sys.executable, "-m", "langgraph_durable.cli"]
 
@@ -36,8 +38,6 @@ def demo(redis_url: str) -> Iterator[tuple[dict[str, str], dict[str, Any]]]:
     verdict = json.loads(done.stdout)
     yield {**env, "LGD_PREFIX": prefix}, verdict
     import redis
-
-    from tests.conftest import delete_prefix
 
     client = redis.Redis.from_url(redis_url)
     delete_prefix(client, prefix)
@@ -99,7 +99,7 @@ def test_verify_exits_non_zero_on_damage(redis_url: str, demo: Any) -> None:
     tk_cp = f"{prefix}:{{{verdict['thread_id']}}}:cp"
     field = min(client.hkeys(tk_cp))
     record = client.hget(tk_cp, field)
-    client.hset(tk_cp, field, record[:-1] + bytes([record[-1] ^ 1]))
+    flip_last_bit(client, tk_cp, field)
     try:
         done = run(["verify", verdict["thread_id"], "--key-prefix", prefix], env, check=False)
         assert done.returncode == 1
@@ -157,17 +157,12 @@ def dump_prefix(client: Any, prefix: str) -> dict[bytes, tuple[Any, ...]]:
     return snapshot
 
 
-def flip_last_bit(client: Any, key: str, field: Any) -> None:
-    record = client.hget(key, field)
-    client.hset(key, field, record[:-1] + bytes([record[-1] ^ 1]))
-
-
 @pytest.fixture
 def damaged(redis_url: str, key_prefix: str, redis_client: Any) -> dict[str, Any]:
     """A thread of a real graph with its newest checkpoint and a pending write of the one
     before damaged (one bit flipped each)."""
     from langgraph_durable import RedisSaver
-    from tests import graphs
+    from tests.helpers import graphs
 
     config = {"configurable": {"thread_id": "hurt"}}
     with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as saver:
@@ -317,7 +312,7 @@ def test_a_thread_argument_that_is_not_utf8_is_one_line_not_a_traceback(
 def signed(redis_url: str, key_prefix: str) -> dict[str, Any]:
     """A thread written under OLD_KEY, then more of it after rotating to [NEW_KEY, OLD_KEY]."""
     from langgraph_durable import RedisSaver
-    from tests import graphs
+    from tests.helpers import graphs
 
     config = {"configurable": {"thread_id": "signed"}}
     for keys in ([OLD_KEY], [NEW_KEY, OLD_KEY]):
@@ -380,7 +375,7 @@ def password_server() -> Iterator[tuple[int, str]]:
     import shutil
     import tempfile
 
-    from tests.servers import start_server
+    from tests.helpers.servers import start_server
 
     password = f"pw-{uuid.uuid4().hex}"
     workdir = tempfile.mkdtemp(prefix="lgd-auth-")
@@ -411,7 +406,7 @@ def assert_one_line_exit_2(done: subprocess.CompletedProcess, *secrets: str) -> 
 def test_connection_errors_are_one_line_and_exit_2(
     password_server: tuple[int, str], case: str
 ) -> None:
-    from tests.servers import free_port
+    from tests.helpers.servers import free_port
 
     port, password = password_server
     wrong = f"not-{password}"

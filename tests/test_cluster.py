@@ -13,7 +13,7 @@ import redis.cluster
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 
 from langgraph_durable import AsyncRedisSaver, RedisSaver
-from tests import graphs
+from tests.helpers import graphs
 
 
 async def test_conformance_on_cluster(cluster_url: str) -> None:
@@ -64,7 +64,7 @@ async def test_ledger_on_cluster(cluster_url: str, tmp_path: Path, client: str) 
     from langgraph.types import Command
 
     from langgraph_durable import ToolLedger
-    from tests.ledger_agent import POLICIES, START_INPUT, Effects, answer
+    from tests.helpers.ledger_agent import POLICIES, START_INPUT, Effects, answer
     from tests.test_ledger import Crash, crash_at, crash_graph
 
     effects = Effects(str(tmp_path / "effects"))

@@ -18,7 +18,7 @@ from langgraph.checkpoint.conformance.capabilities import ALL_CAPABILITIES
 from langgraph.checkpoint.conformance.report import ProgressCallbacks
 
 from langgraph_durable import AsyncRedisSaver, RedisSaver
-from tests.conftest import delete_prefix
+from tests.helpers.redis_keys import delete_prefix
 
 
 class SyncAdapter(RedisSaver):

@@ -24,7 +24,8 @@ from langgraph_durable import (
     InvalidConfigError,
     RedisSaver,
 )
-from langgraph_durable.core import Batch, Command, Script
+from langgraph_durable.ops import Batch, Command, Script
+from tests.helpers.plans import RoundTrips
 
 
 def config(thread_id: str, ns: str = "", checkpoint_id: str | None = None) -> dict[str, Any]:
@@ -53,24 +54,6 @@ def put(
     new_versions = {k: cp["channel_versions"][k] for k in values}
     cfg = parent or config(thread_id, ns)
     return saver.put(cfg, cp, metadata or {"source": "loop", "step": 0}, new_versions)
-
-
-class RoundTrips:
-    """Counts what the saver sends to Redis, by wrapping its executor."""
-
-    def __init__(self, saver: RedisSaver) -> None:
-        self.ops: list[Any] = []
-        inner = saver._execute
-
-        def counting(op: Any) -> Any:
-            self.ops.append(op)
-            return inner(op)
-
-        saver._execute = counting  # type: ignore[method-assign]
-
-    def reset(self) -> int:
-        n, self.ops = len(self.ops), []
-        return n
 
 
 def test_writes_before_put_are_kept(saver: RedisSaver) -> None:

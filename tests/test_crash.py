@@ -20,7 +20,14 @@ def test_sigkill_mid_write_never_leaves_a_torn_checkpoint(redis_url: str, key_pr
     with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as saver:
         for _ in range(8):
             worker = subprocess.Popen(
-                [sys.executable, "-m", "tests.crash_worker", redis_url, key_prefix, "crashy"],
+                [
+                    sys.executable,
+                    "-m",
+                    "tests.workers.crash_worker",
+                    redis_url,
+                    key_prefix,
+                    "crashy",
+                ],
                 cwd=ROOT,
                 stdout=subprocess.PIPE,
                 text=True,

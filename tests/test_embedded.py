@@ -52,7 +52,7 @@ def test_another_server_on_the_remembered_port_is_never_used_nor_shut_down(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from langgraph_durable import embedded
-    from tests.servers import start_server
+    from tests.helpers.servers import start_server
 
     foreign = start_server(str(tmp_path))  # another project's Redis, say, after a reboot
     try:

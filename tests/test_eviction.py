@@ -15,8 +15,8 @@ import redis
 
 from langgraph_durable import CheckpointLostError, RedisSaver
 from langgraph_durable.keys import THREAD_KEY_KINDS
-from tests.graphs import react_graph, react_input
-from tests.servers import Server, start_server
+from tests.helpers.graphs import react_graph, react_input
+from tests.helpers.servers import Server, start_server
 
 
 def cfg(thread_id: str, checkpoint_id: str | None = None) -> dict[str, Any]:

@@ -17,9 +17,9 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.types import Command
 
 from langgraph_durable import AsyncRedisSaver, RedisSaver, ToolLedger
-from tests.fault_proxy import FaultProxy
-from tests.kill_harness import check_world, final_messages, reference_messages
-from tests.ledger_agent import POLICIES, START_INPUT, Effects, agent_graph, answer
+from tests.helpers.fault_proxy import FaultProxy
+from tests.helpers.kill_harness import check_world, final_messages, reference_messages
+from tests.helpers.ledger_agent import POLICIES, START_INPUT, Effects, agent_graph, answer
 
 FAULTS = {
     "command cut midway": ("cut", "up", 300),

@@ -10,7 +10,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
 from langgraph_durable import AsyncRedisSaver, RedisSaver
-from tests import graphs
+from tests.helpers import graphs
 
 
 class Runner:

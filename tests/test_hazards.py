@@ -36,10 +36,12 @@ from langgraph_durable import (
     ToolOutcomeUnknownError,
     hazards,
 )
-from langgraph_durable.core import Batch, Script
-from tests import graphs
-from tests.ledger_agent import START_INPUT, Effects, agent_graph, answer, normalized
-from tests.servers import Server, start_server
+from langgraph_durable.ops import Batch, Script
+from tests.helpers import graphs
+from tests.helpers.ledger_agent import START_INPUT, Effects, agent_graph, answer, normalized
+from tests.helpers.plans import RoundTrips, one
+from tests.helpers.redis_keys import glob_escape
+from tests.helpers.servers import Server, start_server
 
 NO_DISK = ("--save", "", "--appendonly", "no")
 
@@ -330,7 +332,7 @@ def test_a_read_that_may_not_write_reports_a_lost_index_and_verify_repair_rebuil
         }
     from langgraph_durable.repair import repair
 
-    repaired = saver._drive(repair(saver.core, "t"))
+    repaired = saver.drive(repair(saver.core, "t"))
     assert repaired.reindexed == redis_client.zcard(tk.cps) + redis_client.zcard(tk.wix) > 0
     assert saver.verify("t").ok
     assert graph.get_state(config).interrupts
@@ -348,7 +350,7 @@ def test_every_thread_is_found_even_without_its_checkpoint_index(
         versions,
     )
     redis_client.delete(saver.keys.thread("t").cps)
-    assert saver._drive(saver.core._all_thread_ids()) == ["other", "t"]
+    assert saver.drive(saver.core.all_thread_ids()) == ["other", "t"]
     assert {c.config["configurable"]["thread_id"] for c in saver.list(None)} == {"other", "t"}
 
 
@@ -356,8 +358,7 @@ def test_every_thread_is_found_even_without_its_checkpoint_index(
 def thread_snapshot(client: redis.Redis, saver: RedisSaver, thread: str) -> dict[bytes, Any]:
     """Every key of a thread: its type, its whole content and whether it has a TTL."""
     tk = saver.keys.thread(thread)
-    pattern = tk.cps[: -len("cps")] + "*"
-    pattern = pattern.replace("[", "\\[").replace("]", "\\]")
+    pattern = glob_escape(tk.cps[: -len("cps")]) + "*"
     out: dict[bytes, Any] = {}
     for key in client.scan_iter(match=pattern):
         kind = client.type(key)
@@ -610,21 +611,6 @@ def test_quarantine_and_damaged_twins_carry_the_threads_ttl(
 
 
 # -- 7. an index whose records are gone is reported once, not walked on every read -----------
-class Counting:
-    """Counts the read_checkpoints calls a saver makes (alone or in a batch)."""
-
-    def __init__(self, saver: RedisSaver) -> None:
-        self.reads = 0
-        inner = saver._execute
-
-        def counting(op: Any) -> Any:
-            ops = op.commands if isinstance(op, Batch) else [op]
-            self.reads += sum(isinstance(o, Script) and o.name == "read_checkpoints" for o in ops)
-            return inner(op)
-
-        saver._execute = counting  # type: ignore[method-assign]
-
-
 def chain_of(saver: RedisSaver, length: int) -> list[dict[str, Any]]:
     configs: list[dict[str, Any]] = []
     for step in range(length):
@@ -654,18 +640,20 @@ def test_index_members_without_records_leave_the_index_once(
         redis_client.hdel(
             tk.cp, saver.keys.checkpoint_member("", c["configurable"]["checkpoint_id"])
         )
-    counter = Counting(saver)
+    counter = RoundTrips(saver)
     config = {"configurable": {"thread_id": "t"}}
     first = saver.get_tuple(config)
     assert first is not None and first.config == configs[9]
-    assert counter.reads == 31
+    assert counter.scripts("read_checkpoints") == 31
     skipped = [r for r in caplog.records if "skipped damaged checkpoint" in r.getMessage()]
     assert len(skipped) == 30
     caplog.clear()
-    counter.reads = 0
+    counter.reset()
     second = saver.get_tuple(config)
     assert second is not None and second.config == configs[9]
-    assert counter.reads == 1, "the second read no longer walks the lost members"
+    assert counter.scripts("read_checkpoints") == 1, (
+        "the second read no longer walks the lost members"
+    )
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert redis_client.zcard(tk.cps) == 10 and redis_client.hlen(tk.qt) == 30
     with pytest.raises(CheckpointCorruptedError, match="missing record"):
@@ -685,9 +673,9 @@ def test_a_member_deleted_by_retention_meanwhile_is_not_quarantined(
     redis_client.hdel(tk.cp, member)
     plan = saver.core.get_tuple({"configurable": {"thread_id": "t"}})
     op = next(plan)  # the read finds the member without its record
-    op = plan.send(saver._execute(op))
+    op = plan.send(saver.drive(one(op)))
     (script,) = op.commands if isinstance(op, Batch) else [op]
     assert isinstance(script, Script) and script.name == "quarantine"
     redis_client.zrem(tk.cps, member)  # retention deletes it before the quarantine runs
-    saver._execute(op)
+    saver.drive(one(op))
     assert not redis_client.exists(tk.qt), "a deleted checkpoint is no damage"

@@ -21,7 +21,8 @@ from langgraph_durable import (
 )
 from langgraph_durable.envelope import Envelope
 from langgraph_durable.keys import KeySchema
-from tests import graphs
+from tests.helpers import graphs
+from tests.helpers.redis_keys import flipped
 
 KEY = b"k" * 32
 OLD_KEY = b"o" * 32
@@ -133,9 +134,8 @@ def build_template(saver: RedisSaver, thread_id: str) -> None:
 def flip_newest_checkpoint(saver: RedisSaver, client: redis.Redis, thread_id: str) -> str:
     tk = saver.keys.thread(thread_id)
     newest = client.zrevrange(tk.cps, 0, 0)[0]
-    record = bytearray(client.hget(tk.cp, newest))
-    record[len(record) // 2] ^= 0x10
-    client.hset(tk.cp, newest, bytes(record))
+    record = client.hget(tk.cp, newest)
+    client.hset(tk.cp, newest, flipped(record, len(record) // 2, 0x10))
     return saver.keys.parse_checkpoint_member(newest)[1]
 
 

@@ -26,10 +26,10 @@ from langgraph_durable import (
     LeaseLostError,
     RedisSaver,
 )
-from tests import graphs
-from tests.kill_harness import ROOT, check_world, final_messages, reference_messages
-from tests.ledger_agent import NON_IDEMPOTENT, ROUNDS, Effects
-from tests.servers import wait_until_stopped
+from tests.helpers import graphs
+from tests.helpers.kill_harness import ROOT, check_world, final_messages, reference_messages
+from tests.helpers.ledger_agent import NON_IDEMPOTENT, ROUNDS, Effects
+from tests.helpers.servers import wait_until_stopped
 
 
 @pytest.fixture
@@ -180,7 +180,7 @@ def start_worker(
         [
             sys.executable,
             "-m",
-            "tests.lease_worker",
+            "tests.workers.lease_worker",
             url,
             prefix,
             thread,
@@ -212,7 +212,15 @@ def outcome(proc: subprocess.Popen[str]) -> dict[str, Any]:
 def crash_mid_tool(url: str, prefix: str, thread: str, tmp: Path) -> None:
     """Start the thread and SIGKILL its worker right after a tool took effect."""
     proc = subprocess.run(
-        [sys.executable, "-m", "tests.ledger_worker", url, prefix, thread, str(tmp / "effects")]
+        [
+            sys.executable,
+            "-m",
+            "tests.workers.ledger_worker",
+            url,
+            prefix,
+            thread,
+            str(tmp / "effects"),
+        ]
         + ["sync", "sync", "tool_after_effect", "2"],
         cwd=ROOT,
         capture_output=True,
@@ -322,5 +330,5 @@ def test_a_stale_token_is_refused_atomically(saver: RedisSaver, other: RedisSave
         from langgraph_durable.lease import _renewed
 
         assert _renewed(old, ConnectionError("blip")) and not old.lost
-        assert _renewed(old, saver._drive_sync(saver.core.renew_lease(old))) is False
+        assert _renewed(old, saver.drive(saver.core.renew_lease(old))) is False
         assert old.lost

@@ -31,7 +31,7 @@ from langgraph_durable import (
     ToolOutcomeUnknownError,
     idempotency_key,
 )
-from tests.ledger_agent import (
+from tests.helpers.ledger_agent import (
     POLICIES,
     START_INPUT,
     Effects,
@@ -39,6 +39,7 @@ from tests.ledger_agent import (
     answer,
     normalized,
 )
+from tests.helpers.redis_keys import flip_last_bit
 
 
 class Crash(BaseException):
@@ -398,11 +399,6 @@ def pay_graph(
     )
     builder.add_edge("tools", "model")
     return builder
-
-
-def flip_last_bit(redis_client: Any, key: str, field: Any) -> None:
-    record = redis_client.hget(key, field)
-    redis_client.hset(key, field, record[:-1] + bytes([record[-1] ^ 1]))
 
 
 def lose_the_model_step(saver: RedisSaver, redis_client: Any) -> None:

@@ -4,7 +4,7 @@ the run completes. Escalations are answered from the effect file, as a human wou
 
 Every non-idempotent effect must happen exactly once, retries must reuse the call's
 idempotency key, and the final conversation must equal an uninterrupted run's; for
-durability "sync" and "async". (The soak, 1000+ kills: python -m tests.kill_harness.)
+durability "sync" and "async". (The soak, 1000+ kills: python -m tests.helpers.kill_harness.)
 """
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ from typing import Any
 
 import pytest
 
-from tests.kill_harness import (
+from tests.helpers.kill_harness import (
     POINTS,
     check_world,
     final_messages,
     reference_messages,
     run_until_done,
 )
-from tests.ledger_agent import Effects
+from tests.helpers.ledger_agent import Effects
 
 RANDOM_RUNS = int(os.environ.get("LGD_RANDOM_KILL_RUNS", "2"))
 

@@ -7,7 +7,7 @@ import json
 import subprocess
 import sys
 
-from tests.kill_harness import ROOT
+from tests.helpers.kill_harness import ROOT
 
 
 def test_concurrent_threads_finish_cleanly_within_their_retention(redis_url: str) -> None:

@@ -11,7 +11,7 @@ import pytest
 import redis
 from nbclient import NotebookClient
 
-from tests.conftest import delete_prefix
+from tests.helpers.redis_keys import delete_prefix
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("*.ipynb"))
 

@@ -36,8 +36,9 @@ from langgraph_durable import (
     ValueTooLargeError,
 )
 from langgraph_durable.inputs import MAX_RECORD_BYTES, record_size
-from tests.graphs import chain, react_graph, react_input
-from tests.servers import Server, make_tls_files, start_server
+from tests.helpers.graphs import chain, react_graph, react_input
+from tests.helpers.redis_keys import flip_last_bit
+from tests.helpers.servers import Server, make_tls_files, start_server
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 
@@ -246,7 +247,7 @@ def test_a_graph_runs_as_the_readme_worker_user(acl_server: Server, tmp_path: Pa
     escalation, a lease, copy, list across threads, delete_for_runs, prune, verify, and
     the repairs (quarantine of a damaged record, a key of the wrong type moved aside):
     none of it is refused, and nothing is refused silently either (the ACL log is empty)."""
-    from tests.ledger_agent import POLICIES, START_INPUT, Effects, agent_graph, answer
+    from tests.helpers.ledger_agent import POLICIES, START_INPUT, Effects, agent_graph, answer
     from tests.test_ledger import Crash, crash_at
 
     admin = acl_server.client()
@@ -281,8 +282,7 @@ def test_a_graph_runs_as_the_readme_worker_user(acl_server: Server, tmp_path: Pa
         newest = saver.get_tuple({"configurable": {"thread_id": "react"}})
         assert newest is not None
         member = saver.keys.checkpoint_member("", newest.checkpoint["id"])
-        record = admin.hget(tk.cp, member)
-        admin.hset(tk.cp, member, record[:-1] + bytes([record[-1] ^ 1]))
+        flip_last_bit(admin, tk.cp, member)
         admin.delete(tk.wix)
         admin.set(tk.wix, "not a zset")
         assert saver.get_tuple({"configurable": {"thread_id": "react"}}) is not None

@@ -14,8 +14,9 @@ import redis
 
 from langgraph_durable import AsyncRedisSaver, RedisSaver
 from langgraph_durable.scripts import server_version
-from tests.graphs import react_graph, react_input
-from tests.servers import Server, start_server
+from tests.helpers.graphs import react_graph, react_input
+from tests.helpers.redis_keys import flipped
+from tests.helpers.servers import Server, start_server
 
 
 def cfg(thread_id: str) -> dict[str, Any]:
@@ -62,10 +63,9 @@ def test_reads_work_when_redis_is_out_of_memory(small_server: Server) -> None:
         newest = tup.checkpoint["id"]
         key = fresh.keys.thread("t").cp
         member = fresh.keys.checkpoint_member("", newest)
-        record = bytearray(client.hget(key, member))
-        record[-1] ^= 1
+        record = flipped(client.hget(key, member))
         out_of_memory(client, False)
-        client.hset(key, member, bytes(record))
+        client.hset(key, member, record)
         out_of_memory(client, True)
         with pytest.raises(redis.exceptions.OutOfMemoryError):
             client.set("a-write", b"x")  # still out of memory

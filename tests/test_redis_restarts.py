@@ -18,9 +18,9 @@ import redis
 from langgraph.checkpoint.base import empty_checkpoint
 
 from langgraph_durable import AsyncRedisSaver, ConfigurationError, NotReplicatedError, RedisSaver
-from tests import graphs
-from tests.kill_harness import ROOT
-from tests.servers import Server, start_server, wait_until_stopped
+from tests.helpers import graphs
+from tests.helpers.kill_harness import ROOT
+from tests.helpers.servers import Server, start_server, wait_until_stopped
 
 AOF_ALWAYS = ("--save", "", "--appendonly", "yes", "--appendfsync", "always")
 
@@ -28,7 +28,7 @@ AOF_ALWAYS = ("--save", "", "--appendonly", "yes", "--appendfsync", "always")
 def test_every_acknowledged_checkpoint_survives_a_sigkill_of_redis(tmp_path: Path) -> None:
     server = start_server(str(tmp_path), *AOF_ALWAYS)
     writer = subprocess.Popen(
-        [sys.executable, "-m", "tests.ack_writer", server.url, "lgdaof", "t"],
+        [sys.executable, "-m", "tests.workers.ack_writer", server.url, "lgdaof", "t"],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,

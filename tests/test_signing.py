@@ -13,7 +13,8 @@ import xxhash
 
 from langgraph_durable import RedisSaver, UnreadableThreadError
 from langgraph_durable.envelope import MAGIC
-from tests.graphs import react_graph, react_input
+from tests.helpers.graphs import react_graph, react_input
+from tests.helpers.redis_keys import delete_prefix
 
 OLD_KEY = b"o" * 32
 NEW_KEY = b"n" * 32
@@ -61,8 +62,7 @@ def test_a_record_copied_into_another_prefix_is_rejected(
             assert report is not None and "bad signature" in report.skipped[0].reason
             assert not b.verify("t").ok
     finally:
-        for key in redis_client.scan_iter(match=other_prefix + ":*"):
-            redis_client.unlink(key)
+        delete_prefix(redis_client, other_prefix)
 
 
 def test_rotate_resign_drop_the_old_key_and_everything_reads(

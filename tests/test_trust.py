@@ -19,7 +19,7 @@ from typing_extensions import TypedDict
 
 from langgraph_durable import CheckpointCorruptedError, RedisSaver, UnreadableThreadError
 from langgraph_durable.cli import cli
-from tests.graphs import chain
+from tests.helpers.graphs import chain
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 

@@ -1,6 +1,6 @@
 """A worker that writes checkpoints as fast as it can until it is killed (test helper).
 
-    python -m tests.crash_worker URL PREFIX THREAD
+    python -m tests.workers.crash_worker URL PREFIX THREAD
 Each checkpoint's value carries its step, so a reader can tell a torn write apart. It
 prints "ready" once its first checkpoint and writes are stored: it has made progress.
 """

@@ -1,6 +1,6 @@
 """A worker that runs the ledger agent's thread to the end under its lease (test helper).
 
-    python -m tests.lease_worker URL PREFIX THREAD EFFECTS GO [--ttl S] [--wait S]
+    python -m tests.workers.lease_worker URL PREFIX THREAD EFFECTS GO [--ttl S] [--wait S]
         [--delay S] [--stop-at-start] [--async] [--no-lease] [--refused FILE]
         [--meet DIR --peers N --meet-rounds R]
 
@@ -37,8 +37,8 @@ from langgraph_durable import (
     RedisSaver,
     ToolLedger,
 )
-from tests.ledger_agent import POLICIES, Effects, agent_graph
-from tests.ledger_worker import next_input
+from tests.helpers.ledger_agent import POLICIES, Effects, agent_graph
+from tests.workers.ledger_worker import next_input
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:

@@ -2,7 +2,7 @@
 
 Used by tests/test_ledger_crash.py (a bounded number of kills) and as the soak script:
 
-    python -m tests.kill_harness --kills 1000 [--redis-url URL]
+    python -m tests.helpers.kill_harness --kills 1000 [--redis-url URL]
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from langgraph_durable import RedisSaver, ToolLedger
-from tests.ledger_agent import (
+from tests.helpers.ledger_agent import (
     NON_IDEMPOTENT,
     POLICIES,
     ROUNDS,
@@ -31,7 +31,7 @@ from tests.ledger_agent import (
     normalized,
 )
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 POINTS = (
     "before_intent",
     "tool_start",
@@ -91,7 +91,7 @@ def _exec_worker(argv: list[str], kill_after: float | None) -> tuple[int | None,
     is held alive until then even if its run is done first, so the kill always lands
     (however fast or slow the machine): a worker marked for a kill is always killed."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.ledger_worker", *argv],
+        [sys.executable, "-m", "tests.workers.ledger_worker", *argv],
         cwd=ROOT,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,

@@ -1,6 +1,6 @@
 """A worker that runs the ledger agent until it finishes or is SIGKILLed (test helper).
 
-    python -m tests.ledger_worker URL PREFIX THREAD EFFECTS DURABILITY sync|async [POINT NTH]
+    python -m tests.workers.ledger_worker URL PREFIX THREAD EFFECTS DURABILITY sync|async [POINT NTH]
 
 With POINT and NTH it kills itself with SIGKILL the NTH time it reaches POINT:
 before_intent, tool_start, tool_after_effect, after_result (around each tool call);
@@ -22,7 +22,7 @@ from typing import Any
 from langgraph.types import Command
 
 from langgraph_durable import AsyncRedisSaver, RedisSaver, ToolLedger
-from tests.ledger_agent import POLICIES, START_INPUT, Effects, agent_graph, answer
+from tests.helpers.ledger_agent import POLICIES, START_INPUT, Effects, agent_graph, answer
 
 _seen: Counter[str] = Counter()
 # Called once the worker is ready to run (the soak's forked workers set it).

@@ -1,7 +1,7 @@
 """Write checkpoints as fast as possible and print the id of each one Redis acknowledged
 (test helper for the Redis restart test).
 
-    python -m tests.ack_writer URL PREFIX THREAD
+    python -m tests.workers.ack_writer URL PREFIX THREAD
 """
 
 from __future__ import annotations

@@ -1,0 +1,35 @@
+"""The ``langgraph-durable`` command line: the demo, inspection, verification, the server.
+
+Every command takes ``--redis-url`` (default ``REDIS_URL``, else the embedded server in
+``./.langgraph-durable/``, started if needed), ``--cluster``, ``--key-prefix``, ``--json``
+and the signing keys (``--signing-key``, ``--signing-key-file`` or ``LGD_SIGNING_KEY``).
+
+Safe to point at production: inspection (``threads``, ``history``, ``show``, ``ledger``,
+``verify``) never writes (the saver is opened with ``repair_on_read=False`` and the
+default, strict serde); damage is quarantined only by ``verify --repair``. A connection,
+authentication or URL error is one line on stderr and exit code 2, its password masked.
+"""
+
+from __future__ import annotations
+
+import click
+
+from langgraph_durable.cli.common import _Cli
+from langgraph_durable.cli.inspection import history, ledger, show, threads
+from langgraph_durable.cli.maintenance import resign, verify
+from langgraph_durable.cli.server import demo, server
+
+__all__ = ["cli", "main"]
+
+
+@click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"]})
+def cli() -> None:
+    """langgraph-durable: a crash-safe LangGraph checkpointer on Redis."""
+
+
+for command in (demo, threads, history, show, ledger, verify, resign, server):
+    cli.add_command(command)
+
+
+def main() -> None:
+    cli()

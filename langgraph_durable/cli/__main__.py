@@ -1,0 +1,5 @@
+"""``python -m langgraph_durable.cli``."""
+
+from langgraph_durable.cli import main
+
+main()

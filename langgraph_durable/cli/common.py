@@ -1,0 +1,246 @@
+"""What every command shares: options, opening the saver, errors in one line, output.
+
+Owns ``--redis-url``/``--cluster``/``--key-prefix``/``--json`` and the signing keys
+(``common``), the saver a command reads through (``open_saver``: it never writes on a
+read, and uses the strict default serde), the command group that answers errors about
+reaching Redis or bad input in one line (exit 2, password masked), and text/JSON output.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any
+
+import click
+import redis
+from redis.backoff import NoBackoff
+from redis.connection import parse_url
+from redis.retry import Retry
+
+from langgraph_durable import reply_codes
+from langgraph_durable.embedded import resolve_url
+from langgraph_durable.errors import (
+    ConfigurationError,
+    InvalidConfigError,
+)
+from langgraph_durable.redact import redact, redact_url
+from langgraph_durable.saver import RedisSaver
+
+SIGNING_KEY_ENV = "LGD_SIGNING_KEY"
+MIN_KEY_BYTES = 16  # as the saver's Envelope requires
+PROBE_TIMEOUT = 5.0  # seconds for the first PING to connect and answer
+
+
+def common(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """--redis-url, --cluster, --key-prefix, --json and the signing keys on every command."""
+
+    @click.option(
+        "--redis-url",
+        envvar="REDIS_URL",
+        default=None,
+        help="Redis URL (default: REDIS_URL, else the embedded server); prefer REDIS_URL "
+        "for a URL with a password",
+    )
+    @click.option(
+        "--cluster", is_flag=True, envvar="LGD_CLUSTER", help="the URL is a Redis Cluster node"
+    )
+    @click.option("--key-prefix", default="lgd", show_default=True, help="the savers' key_prefix")
+    @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+    @click.option(
+        "--signing-key",
+        "signing_key",
+        multiple=True,
+        metavar="KEY",
+        help=f"the savers' signing_key; repeat for rotation, newest first (or {SIGNING_KEY_ENV}: "
+        "comma-separated, newest first)",
+    )
+    @click.option(
+        "--signing-key-file",
+        type=click.Path(dir_okay=False),
+        default=None,
+        help="read the signing keys from a file: one a line, newest first",
+    )
+    @functools.wraps(fn)
+    def wrapper(
+        *args: Any,
+        cluster: bool,
+        signing_key: tuple[str, ...],
+        signing_key_file: str | None,
+        **kwargs: Any,
+    ) -> Any:
+        meta = click.get_current_context().meta  # read by open_saver
+        meta["lgd_cluster"] = cluster
+        meta["lgd_signing_key"] = signing_keys(signing_key, signing_key_file, os.environ)
+        return fn(*args, **kwargs)
+
+    return wrapper
+
+
+def signing_keys(
+    flags: tuple[str, ...], path: str | None, environ: Mapping[str, str]
+) -> list[bytes] | None:
+    """The signing keys, newest first: ``--signing-key`` flags, else ``--signing-key-file``,
+    else ``LGD_SIGNING_KEY``; None when none is given. Never echoes a key."""
+    if flags and path:
+        raise click.UsageError("pass --signing-key or --signing-key-file, not both")
+    if flags:
+        source, keys = "--signing-key", [k.encode() for k in flags]
+    elif path:
+        source = f"--signing-key-file {path}"
+        try:
+            with open(path, "rb") as f:
+                text = f.read()
+        except OSError as exc:
+            raise click.BadParameter(
+                f"cannot read {path}: {exc.strerror or exc}", param_hint="--signing-key-file"
+            ) from None
+        keys = [line for line in text.splitlines() if line]  # line ends stripped
+        if not keys:
+            raise click.BadParameter(f"{path} holds no key", param_hint="--signing-key-file")
+    elif environ.get(SIGNING_KEY_ENV, "").strip():
+        source = SIGNING_KEY_ENV
+        keys = [k.strip().encode() for k in environ[SIGNING_KEY_ENV].split(",") if k.strip()]
+    else:
+        return None
+    for number, key in enumerate(keys, 1):
+        if len(key) < MIN_KEY_BYTES:
+            raise click.BadParameter(
+                f"key {number} from {source} is {len(key)} bytes; a signing key must be at "
+                f"least {MIN_KEY_BYTES} bytes"
+            )
+    return keys
+
+
+def checked_url(redis_url: str | None) -> str:
+    """The URL to use (see ``resolve_url``), remembered for error messages; a URL redis-py
+    cannot parse is a ``ConfigurationError`` that masks its password."""
+    url = resolve_url(redis_url)
+    click.get_current_context().meta["lgd_url"] = url
+    try:
+        parse_url(url)
+    except ValueError as exc:
+        raise ConfigurationError(f"bad Redis URL {redact_url(url)!r}: {exc}") from None
+    return url
+
+
+def probe(url: str) -> None:
+    """PING once with short timeouts and no retries, so a wrong port, password or TLS
+    setting fails in seconds (a TLS handshake with a plain server would otherwise wait
+    forever, and the saver's client retries ten times)."""
+    client = redis.Redis.from_url(
+        url,
+        socket_connect_timeout=PROBE_TIMEOUT,
+        socket_timeout=PROBE_TIMEOUT,
+        retry=Retry(NoBackoff(), 0),
+    )
+    try:
+        client.ping()
+    finally:
+        client.close()
+
+
+@contextmanager
+def open_saver(redis_url: str | None, key_prefix: str) -> Iterator[RedisSaver]:
+    """A saver for inspection: it never writes on a read (damage is reported, not moved),
+    and deserializes with the saver's default serde, LangGraph's strict allowlist (no serde
+    is passed here on purpose)."""
+    meta = click.get_current_context().meta
+    url = checked_url(redis_url)
+    probe(url)
+    with RedisSaver.from_conn_string(
+        url,
+        key_prefix=key_prefix,
+        cluster=meta.get("lgd_cluster", False),
+        signing_key=meta.get("lgd_signing_key"),
+        repair_on_read=False,
+    ) as saver:
+        yield saver
+
+
+# Errors about reaching Redis, not about its data: one line on stderr and exit code 2.
+_UNREACHABLE = (
+    redis.exceptions.ConnectionError,  # refused, TLS, AuthenticationError (WRONGPASS, NOAUTH)
+    redis.exceptions.TimeoutError,
+    redis.exceptions.NoPermissionError,  # NOPERM: the ACL user may not run a command
+    redis.exceptions.AuthenticationWrongNumberOfArgsError,
+    redis.exceptions.RedisClusterException,
+    ConfigurationError,
+)
+
+
+class _Cli(click.Group):
+    """The command group; answers errors reaching Redis in one line, without a traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except _UNREACHABLE as exc:
+            _unreachable(ctx, exc)
+        except redis.exceptions.ResponseError as exc:
+            if not reply_codes.is_auth_refusal(exc):
+                raise
+            _unreachable(ctx, exc)
+        except InvalidConfigError as exc:  # a THREAD that cannot be a thread id, say
+            click.echo(f"langgraph-durable: bad input: {' '.join(str(exc).split())}", err=True)
+            ctx.exit(2)
+
+
+def _unreachable(ctx: click.Context, exc: BaseException) -> None:
+    url = ctx.meta.get("lgd_url")
+    if isinstance(exc, ConfigurationError):
+        what = "bad configuration"
+    elif isinstance(exc, redis.exceptions.AuthenticationError) or reply_codes.is_auth_refusal(exc):
+        what = "authentication failed (check the user and password)"
+    else:
+        what = "cannot use Redis"
+    where = f" at {redact_url(url)}" if url and not isinstance(exc, ConfigurationError) else ""
+    message = " ".join(f"{what}{where}: {exc or type(exc).__name__}".split())  # one line
+    click.echo(f"langgraph-durable: {redact(message, url)}", err=True)
+    ctx.exit(2)
+
+
+def out(as_json: bool, data: Any, lines: Callable[[], list[str]]) -> None:
+    if as_json:
+        click.echo(json.dumps(data, indent=2, default=str))
+    else:
+        for line in lines():
+            click.echo(line)
+
+
+def out_table(
+    as_json: bool, rows: list[dict[str, Any]], columns: list[tuple[str, Callable[[dict], Any]]]
+) -> None:
+    """``rows`` as JSON, or as a text table of ``columns`` (header, cell of a row)."""
+
+    def lines() -> list[str]:
+        cells = [[h for h, _ in columns]] + [[str(cell(r)) for _, cell in columns] for r in rows]
+        widths = [max(len(r[i]) for r in cells) for i in range(len(columns))]
+        return ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
+
+    out(as_json, rows, lines)
+
+
+def when(ts: str | None) -> str:
+    if not ts:
+        return "-"
+    try:
+        return datetime.fromisoformat(ts).strftime("%Y-%m-%d %H:%M:%S")
+    except (TypeError, ValueError):  # stored bytes say what they like: show, never crash
+        return repr(ts)[:40]
+
+
+def _count(saver: RedisSaver, key: str) -> int | str:
+    """Members of a sorted set, or "damaged" when the key holds another type."""
+    try:
+        return int(saver.client.zcard(key))
+    except redis.exceptions.ResponseError:
+        return "damaged"
+
+
+def thread_ids(saver: RedisSaver) -> list[str]:
+    return saver.drive(saver.core.all_thread_ids())

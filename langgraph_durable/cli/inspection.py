@@ -1,0 +1,210 @@
+"""Inspection commands: ``threads``, ``history``, ``show``, ``ledger``. They never write."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from langgraph_durable.cli.common import (
+    _count,
+    common,
+    open_saver,
+    out,
+    out_table,
+    thread_ids,
+    when,
+)
+from langgraph_durable.errors import (
+    CheckpointCorruptedError,
+    UnreadableThreadError,
+)
+from langgraph_durable.ledger import ToolLedger
+from langgraph_durable.saver import RedisSaver
+
+
+@click.command()
+@common
+def threads(redis_url: str | None, key_prefix: str, as_json: bool) -> None:
+    """Every thread with checkpoints: newest step and time, checkpoints, ledger entries."""
+    with open_saver(redis_url, key_prefix) as saver:
+        rows = []
+        for thread_id in thread_ids(saver):
+            unreadable = None
+            try:
+                latest = saver.get_tuple({"configurable": {"thread_id": thread_id}})
+            except UnreadableThreadError as exc:  # e.g. signed, and no --signing-key
+                latest, unreadable = None, str(exc)
+            tk = saver.keys.thread(thread_id)
+            rows.append(
+                {
+                    "thread_id": thread_id,
+                    "unreadable": unreadable,
+                    "step": latest.metadata.get("step") if latest else None,
+                    "updated": latest.checkpoint["ts"] if latest else None,
+                    "checkpoints": _count(saver, tk.cps),
+                    "ledger_entries": _count(saver, tk.lgx),
+                    "leased_to": _holder(saver.client.get(tk.lease)),
+                }
+            )
+    out_table(
+        as_json,
+        rows,
+        [
+            ("THREAD", lambda r: r["thread_id"]),
+            ("STEP", lambda r: "unreadable" if r["unreadable"] else r["step"]),
+            ("UPDATED", lambda r: when(r["updated"])),
+            ("CHECKPOINTS", lambda r: r["checkpoints"]),
+            ("LEDGER", lambda r: r["ledger_entries"]),
+            ("LEASED TO", lambda r: r["leased_to"] or "-"),
+        ],
+    )
+
+
+def _require_thread(saver: RedisSaver, thread: str, key_prefix: str) -> None:
+    """Exit 1 naming the thread when Redis holds no key of it (a typo, another prefix)."""
+    tk = saver.keys.thread(thread)
+    if not saver.client.exists(*tk.all(), *tk.damaged()):
+        raise click.ClickException(f"no such thread {thread!r} (key prefix {key_prefix!r})")
+
+
+def _holder(lease: bytes | None) -> str | None:
+    """The owner part of a lease value (``owner \\0 token``)."""
+    return lease.split(b"\0", 1)[0].decode(errors="replace") if lease else None
+
+
+@click.command()
+@common
+@click.argument("thread")
+def history(redis_url: str | None, key_prefix: str, as_json: bool, thread: str) -> None:
+    """The checkpoints of THREAD, newest first."""
+    with open_saver(redis_url, key_prefix) as saver:
+        rows = [
+            {
+                "checkpoint_id": t.config["configurable"]["checkpoint_id"],
+                "checkpoint_ns": t.config["configurable"]["checkpoint_ns"],
+                "step": t.metadata.get("step"),
+                "source": t.metadata.get("source"),
+                "created": t.checkpoint["ts"],
+                "pending_writes": len(t.pending_writes or []),
+            }
+            for t in saver.list({"configurable": {"thread_id": thread}})
+        ]
+        if not rows:
+            _require_thread(saver, thread, key_prefix)
+    out_table(
+        as_json,
+        rows,
+        [
+            ("STEP", lambda r: r["step"]),
+            ("CHECKPOINT", lambda r: r["checkpoint_id"]),
+            ("SOURCE", lambda r: r["source"]),
+            ("CREATED", lambda r: when(r["created"])),
+            ("WRITES", lambda r: r["pending_writes"]),
+        ],
+    )
+
+
+@click.command()
+@common
+@click.argument("thread")
+@click.argument("checkpoint", required=False)
+def show(
+    redis_url: str | None, key_prefix: str, as_json: bool, thread: str, checkpoint: str | None
+) -> None:
+    """The state of THREAD at its newest (or the given) CHECKPOINT."""
+    config: dict[str, Any] = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+    if checkpoint:
+        config["configurable"]["checkpoint_id"] = checkpoint
+    with open_saver(redis_url, key_prefix) as saver:
+        try:
+            found = saver.get_tuple(config)
+        except CheckpointCorruptedError as exc:  # damage (or a refused type), not a traceback
+            raise click.ClickException(
+                f"checkpoint {exc.checkpoint_id} of thread {thread!r} is damaged: {exc.reason}"
+            ) from None
+        except UnreadableThreadError as exc:
+            raise click.ClickException(str(exc)) from None
+        report = saver.recovery_report(thread)
+    if found is None and report and report.skipped:
+        raise click.ClickException(
+            f"no checkpoint of thread {thread!r} verifies; skipped "
+            + "; ".join(f"{s.checkpoint_id}: {s.reason}" for s in report.skipped)
+        )
+    if found is None:
+        raise click.ClickException(f"no checkpoint for thread {thread!r}")
+    values = found.checkpoint["channel_values"]
+    data = {
+        "checkpoint_id": found.config["configurable"]["checkpoint_id"],
+        "step": found.metadata.get("step"),
+        "created": found.checkpoint["ts"],
+        "values": {k: _summary(v) for k, v in values.items() if not k.startswith("branch:")},
+        "pending_writes": [[w[0], w[1]] for w in found.pending_writes or []],
+        "skipped_damaged": [[s.checkpoint_id, s.reason] for s in report.skipped] if report else [],
+    }
+
+    def lines() -> list[str]:
+        text = [f"checkpoint {data['checkpoint_id']}  step {data['step']}  {when(data['created'])}"]
+        for cid, reason in data["skipped_damaged"]:
+            text.append(f"  (skipped damaged checkpoint {cid}: {reason})")
+        for key, value in data["values"].items():
+            text.append(f"{key}:")
+            text += [f"  {item}" for item in (value if isinstance(value, list) else [value])]
+        if data["pending_writes"]:
+            text.append(f"pending writes: {len(data['pending_writes'])}")
+        return text
+
+    out(as_json, data, lines)
+
+
+def _summary(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_summary(v) for v in value]
+    if hasattr(value, "type") and hasattr(value, "content"):  # a message
+        calls = getattr(value, "tool_calls", None)
+        text = f"{value.type}: {str(value.content)[:80]}"
+        if calls:
+            text += "  -> " + ", ".join(f"{c['name']}({json.dumps(c['args'])})" for c in calls)
+        return text
+    return value if isinstance(value, (str, int, float, bool, type(None), dict)) else repr(value)
+
+
+@click.command()
+@common
+@click.argument("thread")
+def ledger(redis_url: str | None, key_prefix: str, as_json: bool, thread: str) -> None:
+    """The tool-call ledger of THREAD: every recorded call and its outcome."""
+    with open_saver(redis_url, key_prefix) as saver:
+        entries = ToolLedger(saver).entries(thread)
+        if not entries:
+            _require_thread(saver, thread, key_prefix)
+    rows = [
+        {
+            "step": e.step,
+            "position": e.position,
+            "tool": e.name,
+            "state": e.state,
+            "attempts": e.attempts,
+            "resolution": e.resolution,
+            "idempotency_key": e.idempotency_key,
+            "args": e.args,
+            "result": _summary(getattr(e.result, "content", e.result)),
+            "damage": e.damage,
+        }
+        for e in entries
+    ]
+    out_table(
+        as_json,
+        rows,
+        [
+            ("STEP", lambda r: r["step"]),
+            ("#", lambda r: r["position"]),
+            ("TOOL", lambda r: r["tool"]),
+            ("STATE", lambda r: r["state"]),
+            ("ATTEMPTS", lambda r: r["attempts"]),
+            ("HUMAN", lambda r: r["resolution"] or "-"),
+            ("IDEMPOTENCY KEY", lambda r: r["idempotency_key"]),
+            ("RESULT", lambda r: str(r["result"])[:40]),
+        ],
+    )

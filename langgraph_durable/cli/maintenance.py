@@ -1,0 +1,144 @@
+"""Maintenance commands: ``verify`` (``--repair`` moves damage to quarantine and puts
+lost index members back) and ``resign`` (completes a signing-key rotation)."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from langgraph_durable.cli.common import SIGNING_KEY_ENV, common, open_saver, out, thread_ids
+
+
+@click.command()
+@common
+@click.argument("thread", required=False)
+@click.option("--all", "all_threads", is_flag=True, help="verify every thread")
+@click.option(
+    "--repair", is_flag=True, help="move what is damaged to the thread's quarantine, then verify"
+)
+def verify(
+    redis_url: str | None,
+    key_prefix: str,
+    as_json: bool,
+    thread: str | None,
+    all_threads: bool,
+    repair: bool,
+) -> None:
+    """Check every record of THREAD (or --all threads); exit 1 if anything is damaged or
+    quarantined, or the thread does not exist. Changes nothing unless --repair."""
+    from langgraph_durable.repair import repair as repair_plan
+
+    if not thread and not all_threads:
+        raise click.UsageError("name a THREAD or pass --all")
+    data = []
+    with open_saver(redis_url, key_prefix) as saver:
+        targets = thread_ids(saver) if all_threads else [thread]
+        if not targets:
+            raise click.ClickException(f"no threads under key prefix {key_prefix!r}")
+        with click.progressbar(targets, label="verifying", file=sys.stderr, show_pos=True) as bar:
+            for thread_id in bar:
+                tk = saver.keys.thread(thread_id)
+                if not saver.client.exists(*tk.all(), *tk.damaged()):
+                    data.append({"thread_id": thread_id, "exists": False, "ok": False})
+                    continue
+                moved = saver.drive(repair_plan(saver.core, thread_id)) if repair else None
+                r = saver.verify(thread_id)
+                data.append(
+                    {
+                        "thread_id": r.thread_id,
+                        "exists": True,
+                        "ok": r.ok,
+                        "intact": len(r.intact_checkpoints),
+                        "damaged": r.damaged_checkpoints,
+                        "records_checked": r.records_checked,
+                        "findings": [vars(f) for f in r.findings],
+                        "quarantined": r.quarantined,
+                        **(
+                            {
+                                "moved": [list(m) for m in moved.moved],
+                                "left": [list(m) for m in moved.left],
+                                "reindexed": moved.reindexed,
+                            }
+                            if moved
+                            else {}
+                        ),
+                    }
+                )
+
+    def lines() -> list[str]:
+        text = []
+        for r in data:
+            name = r["thread_id"]
+            if not r["exists"]:
+                text.append(f"{name}: no such thread (key prefix {key_prefix!r})")
+                continue
+            for kind, field_, reason in r.get("moved", []):
+                text.append(f"{name}: moved to quarantine: {kind} {_shown(field_)}: {reason}")
+            for kind, field_, why in r.get("left", []):
+                text.append(f"{name}: left in place: {kind} {_shown(field_)}: {why}")
+            if r.get("reindexed"):
+                text.append(f"{name}: put {r['reindexed']} intact records back into their index")
+            status = "ok" if r["ok"] else "DAMAGED" if r["findings"] else "NOT OK"
+            held = f", {r['quarantined']} records quarantined" if r["quarantined"] else ""
+            text.append(f"{r['thread_id']}: {status} ({r['intact']} intact checkpoints{held})")
+            text += [f"  {f['kind']} {_shown(f['field'])}: {f['reason']}" for f in r["findings"]]
+        return text
+
+    out(as_json, data, lines)
+    if not all(r["ok"] for r in data):
+        sys.exit(1)
+
+
+def _shown(field_: str) -> str:
+    """A hash field or index member for a terminal: its separators as spaces."""
+    return field_.replace("\x00", " ")
+
+
+@click.command()
+@common
+@click.argument("thread", required=False)
+@click.option("--all", "all_threads", is_flag=True, help="re-sign every thread")
+@click.option("--from-unsigned", is_flag=True, help="also sign records that carry only a checksum")
+def resign(
+    redis_url: str | None,
+    key_prefix: str,
+    as_json: bool,
+    thread: str | None,
+    all_threads: bool,
+    from_unsigned: bool,
+) -> None:
+    """Rewrite the records of THREAD (or --all threads) under the newest signing key, to
+    complete a key rotation; exit 1 if a record did not verify (it is left as it was)."""
+    if not thread and not all_threads:
+        raise click.UsageError("name a THREAD or pass --all")
+    if not click.get_current_context().meta.get("lgd_signing_key"):
+        raise click.UsageError(
+            f"resign needs --signing-key, --signing-key-file or {SIGNING_KEY_ENV}"
+        )
+    with open_saver(redis_url, key_prefix) as saver:
+        reports = saver.resign(None if all_threads else thread, from_unsigned=from_unsigned)
+    data = [
+        {
+            "thread_id": r.thread_id,
+            "ok": r.ok,
+            "resigned": r.resigned,
+            "current": r.current,
+            "skipped": [vars(f) for f in r.skipped],
+        }
+        for r in reports
+    ]
+
+    def lines() -> list[str]:
+        text = []
+        for r in data:
+            text.append(
+                f"{r['thread_id']}: {r['resigned']} records re-signed, {r['current']} already "
+                f"current, {len(r['skipped'])} skipped"
+            )
+            text += [f"  {f['kind']} {_shown(f['field'])}: {f['reason']}" for f in r["skipped"]]
+        return text
+
+    out(as_json, data, lines)
+    if not all(r["ok"] for r in data):
+        sys.exit(1)

@@ -1,0 +1,126 @@
+"""``get_tuple``: the newest checkpoint that verifies, falling back past damage, reported.
+
+Owns the fallback rule and the recovery report. Rules it keeps:
+  * Without a ``checkpoint_id``, the newest checkpoint of the namespace whose every part
+    verifies is returned; each damaged one skipped on the way is logged and recorded in
+    a ``RecoveryReport`` (``saver.recovery_report(thread_id)``).
+  * If every checkpoint was skipped for a reason that may be this reader's configuration
+    (a signing key or allowlist it lacks), nothing is returned as if the thread were new:
+    ``UnreadableThreadError`` says why. A run must not silently start again from step 0.
+  * With an explicit ``checkpoint_id``, there is no fallback: damage raises
+    ``CheckpointCorruptedError`` (a caller who names a checkpoint wants that one).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import CheckpointTuple
+
+from langgraph_durable.errors import CheckpointCorruptedError, UnreadableThreadError
+from langgraph_durable.inputs import configurable
+from langgraph_durable.ops import Command, Plan
+from langgraph_durable.reads import ReadPlans
+from langgraph_durable.records import _CONFIG_REASONS, _Damage, _quarantine_reason, _thread_id
+from langgraph_durable.reports import RecoveryReport, SkippedCheckpoint
+
+logger = logging.getLogger("langgraph_durable")
+
+
+class FallbackPlans(ReadPlans):
+    """The ``get_tuple`` plan of ``SaverCore``."""
+
+    def get_tuple(self, config: RunnableConfig) -> Plan[CheckpointTuple | None]:
+        conf = configurable(config)
+        thread_id = _thread_id(conf)
+        ns = conf.get("checkpoint_ns", "")
+        tk = self.keys.thread(thread_id)
+        checkpoint_id = conf.get("checkpoint_id")
+        if checkpoint_id:
+            member = self.keys.checkpoint_member(ns, checkpoint_id)
+            results, _ = yield from self._read(tk, ["members", member])
+            if not results:  # deleted while it was read (retention, delete_thread)
+                return None
+            result = results[0]
+            if isinstance(result, _Damage):
+                if result.reason == "missing" and result.key == tk.cp:
+                    # Never stored, deleted, or quarantined by an earlier read: only the
+                    # last one is damage, and the quarantine remembers why.
+                    quarantined = yield Command(
+                        ("HGET", tk.qt, self.keys.quarantine_field("cp", member))
+                    )
+                    if quarantined is None:
+                        return None
+                    result.reason = f"quarantined: {_quarantine_reason(quarantined)}"
+                raise CheckpointCorruptedError(
+                    thread_id=thread_id,
+                    checkpoint_ns=ns,
+                    checkpoint_id=checkpoint_id,
+                    key=result.key,
+                    reason=result.reason,
+                )
+            return result
+        report = RecoveryReport(thread_id, ns)
+        before: str | None = None
+        while True:
+            upper, lower = self.keys.namespace_range(ns, before)
+            guess = (
+                self._fields_of(ns, self._newest_versions.get((thread_id, ns)))
+                if before is None
+                else ()
+            )
+            results, fetched = yield from self._read(
+                tk, ["range", upper, lower, 1], report=report, guess=guess
+            )
+            if not results and fetched:
+                continue  # deleted while read (retention, delete_thread): read again
+            if not results:
+                if any(s.reason.startswith(_CONFIG_REASONS) for s in report.skipped):
+                    self.recovery_reports[(thread_id, ns)] = report
+                    raise UnreadableThreadError(
+                        thread_id=thread_id,
+                        checkpoint_ns=ns,
+                        reasons={s.checkpoint_id: s.reason for s in report.skipped},
+                    )
+                if report.skipped:
+                    self._report(report, level=logging.ERROR)
+                return None
+            result = results[0]
+            if isinstance(result, _Damage):
+                self._log_damage(tk, result, level=logging.WARNING)
+                report.skipped.append(
+                    SkippedCheckpoint(result.checkpoint_id, result.key, result.reason)
+                )
+                before = result.checkpoint_id
+                continue
+            if report.skipped or report.dropped_writes:
+                report.used_checkpoint_id = result.checkpoint["id"]
+                report.recovered_from_step = result.metadata.get("step")
+                self._report(report, level=logging.WARNING)
+            self._newest_versions.remember((thread_id, ns), result.checkpoint["channel_versions"])
+            return result
+
+    def _report(self, report: RecoveryReport, *, level: int) -> None:
+        self.recovery_reports[(report.thread_id, report.checkpoint_ns)] = report
+        if report.used_checkpoint_id is None and report.skipped:
+            logger.log(
+                level,
+                "langgraph-durable: no checkpoint of thread %r (namespace %r) verifies; "
+                "skipped %d damaged: the run starts again from step 0",
+                report.thread_id,
+                report.checkpoint_ns,
+                len(report.skipped),
+            )
+        elif report.skipped:
+            logger.log(
+                level,
+                "langgraph-durable: thread %r (namespace %r) recovered from checkpoint %s "
+                "(step %s) after skipping %d damaged: %s",
+                report.thread_id,
+                report.checkpoint_ns,
+                report.used_checkpoint_id,
+                report.recovered_from_step,
+                len(report.skipped),
+                "; ".join(f"{s.checkpoint_id}: {s.reason}" for s in report.skipped),
+            )

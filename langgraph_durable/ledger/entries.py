@@ -1,0 +1,174 @@
+"""Ledger entries: what one recorded call holds, its states, and its stored record.
+
+Owns ``LedgerEntry`` and its states (``intent`` before the call, then ``result``,
+``error`` or ``interrupted``; ``damaged`` is never stored, it is how a record that does
+not verify reads), the policies a tool may have, how a human answers an escalation
+(``EscalationAnswer``), and the entry's record: msgpack in the integrity envelope,
+bound to its thread and field, its result through the saver's serializer and allowlist.
+Rules: nothing in a record is used before it verifies; an unreadable record is an
+unknown outcome, never a missing one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Literal
+
+import msgpack
+from pydantic import BaseModel, model_validator
+
+from langgraph_durable.errors import RecordDamagedError
+from langgraph_durable.keys import KeySchema
+
+if TYPE_CHECKING:
+    from langgraph_durable.codec import RecordCodec
+
+Policy = Literal["escalate", "retry", "fail", "readonly"]
+POLICIES: tuple[str, ...] = ("escalate", "retry", "fail", "readonly")
+Divergence = Literal["raise", "new_call"]
+
+# Entry states. "damaged" is never stored: it is how an unverifiable record reads.
+INTENT, RESULT, ERROR, INTERRUPTED, DAMAGED = "intent", "result", "error", "interrupted", "damaged"
+_UNKNOWN_STATES = (INTENT, DAMAGED)
+_FORMAT = 1
+_LEDGER = "lg"  # record kind bound into each entry's checksum
+
+
+class EscalationAnswer(BaseModel):
+    """How a human resolves a call of unknown outcome (the ``Command(resume=...)`` value).
+
+    ``retry`` runs the tool again with the same idempotency key; ``skip`` records
+    ``result`` as the tool's output (it did take effect) without running it; ``fail``
+    raises ``ToolOutcomeUnknownError`` in the graph.
+    """
+
+    action: Literal["retry", "skip", "fail"]
+    result: Any = None
+
+    @model_validator(mode="after")
+    def _skip_needs_result(self) -> EscalationAnswer:
+        if self.action == "skip" and "result" not in self.model_fields_set:
+            raise ValueError('{"action": "skip"} needs the tool\'s output as "result"')
+        return self
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    """One recorded call, as ``ToolLedger.entries`` reports it."""
+
+    field: str
+    checkpoint_ns: str
+    step: int
+    task: str
+    position: int
+    name: str
+    args_hash: str
+    state: str  # intent | result | error | interrupted | damaged
+    idempotency_key: str | None = None
+    tool_call_id: str | None = None
+    args: Any = None
+    attempts: int = 0
+    # Escalations: every interrupt this call raised, numbered in the order the task
+    # raises them (replays raise them all again in that order, so LangGraph matches
+    # each stored answer to the same question), and the one whose answer applies to
+    # the current attempt (None once acted on: an attempt that is lost again asks anew).
+    escalations: tuple[int, ...] = ()
+    escalation: int | None = None
+    resolution: str | None = None  # how a human answered its escalation
+    result: Any = None
+    error: str | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+    damage: str | None = None  # why the record did not verify
+
+    @property
+    def outcome_unknown(self) -> bool:
+        return self.state in _UNKNOWN_STATES
+
+
+def seal_entry(codec: RecordCodec, thread_id: str, entry: LedgerEntry) -> bytes:
+    """The record of ``entry``: msgpack in the integrity envelope, bound to its field."""
+    serde = codec.serde
+    body = {
+        "v": _FORMAT,
+        "state": entry.state,
+        "key": entry.idempotency_key,
+        "call_id": entry.tool_call_id,
+        "args": entry.args,
+        "attempts": entry.attempts,
+        "escalation": entry.escalation,
+        "escalations": list(entry.escalations),
+        "resolution": entry.resolution,
+        "result": list(serde.dumps_typed(entry.result)) if entry.state == RESULT else None,
+        "error": entry.error,
+        "started": entry.started_at,
+        "finished": entry.finished_at,
+    }
+    identity = KeySchema.identity(_LEDGER, thread_id, entry.field)
+    return codec.envelope.seal(identity, msgpack.packb(body, use_bin_type=True))
+
+
+def open_entry(
+    codec: RecordCodec, thread_id: str, raw_field: bytes | str, record: bytes | None
+) -> LedgerEntry:
+    """The entry a record holds, verified; one that does not verify or decode reads as
+    ``DAMAGED`` with the reason (its field still says where the call was)."""
+    field = raw_field.decode() if isinstance(raw_field, bytes) else raw_field
+    base = LedgerEntry(field=field, **vars(codec.keys.parse_ledger_field(field)), state=DAMAGED)
+    try:
+        raw = codec.envelope.open(KeySchema.identity(_LEDGER, thread_id, field), record)
+        body = msgpack.unpackb(raw, raw=False)
+        if not isinstance(body, dict) or body.get("v") != _FORMAT:
+            raise RecordDamagedError("undecodable body")
+        result = body["result"]
+        return replace(
+            base,
+            state=body["state"],
+            idempotency_key=body["key"],
+            tool_call_id=body["call_id"],
+            args=body["args"],
+            attempts=body["attempts"],
+            escalation=body["escalation"],
+            escalations=tuple(body["escalations"]),
+            resolution=body["resolution"],
+            result=codec.load_value(*result) if result is not None else None,
+            error=body["error"],
+            started_at=body["started"],
+            finished_at=body["finished"],
+        )
+    except RecordDamagedError as exc:
+        return replace(base, damage=exc.reason)
+    except (ValueError, KeyError, TypeError, msgpack.UnpackException) as exc:
+        return replace(base, damage=f"undecodable body ({type(exc).__name__})")
+
+
+def _next_slot(entries: Iterable[LedgerEntry]) -> int:
+    return max((slot for e in entries for slot in e.escalations), default=-1) + 1
+
+
+def _escalation_value(thread_id: str, entry: LedgerEntry) -> dict[str, Any]:
+    return {
+        "type": "tool_outcome_unknown",
+        "tool_call_id": entry.tool_call_id,
+        "name": entry.name,
+        "args": entry.args,
+        "idempotency_key": entry.idempotency_key,
+        "thread_id": thread_id,
+        "checkpoint_ns": entry.checkpoint_ns,
+        "step": entry.step,
+        "attempts": entry.attempts,
+        "started_at": entry.started_at,
+        "reason": _unknown_reason(entry),
+        "answers": ["retry", "skip", "fail"],
+    }
+
+
+def _unknown_reason(entry: LedgerEntry) -> str:
+    if entry.damage:
+        return f"its ledger record is damaged ({entry.damage})"
+    return "the process stopped between its intent and its result"
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__module__}.{type(exc).__qualname__}: {exc}"[:2000]

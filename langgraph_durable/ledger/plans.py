@@ -1,0 +1,326 @@
+"""The ledger's plans: read a task's entries, record an intent, a result, an escalation.
+
+Owns the ledger's Redis conversation (``ledger_read.lua``, ``ledger_write.lua``) and the
+decision each call makes on each attempt (``_begin``): replay a recorded result, run
+(recording its intent first), or stop because its outcome is unknown and its policy
+says so. Rules it keeps:
+  * The intent is stored, synchronously, before the tool runs; the result after it. A
+    call with an intent and no result has an unknown outcome: ``retry`` runs it again
+    under the same idempotency key, ``escalate`` asks a human (``interrupt()``),
+    ``fail`` raises ``ToolOutcomeUnknownError``.
+  * Every write carries this context's fencing token, like checkpoint writes.
+  * A damaged record that is replaced goes to the quarantine first; a ledger that was
+    ever damaged makes a call with no entry an unknown outcome too (its entry may be
+    what was lost).
+Plans yield ``ops.Script`` operations; the ToolLedger drives them through the saver.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any, cast
+
+from langchain_core.messages import ToolMessage
+from langgraph.errors import GraphInterrupt
+from langgraph.types import Command
+
+from langgraph_durable.errors import ToolCallDivergedError, ToolOutcomeUnknownError
+from langgraph_durable.fencing import held_token
+from langgraph_durable.keys import KeySchema
+from langgraph_durable.ledger.entries import (
+    _LEDGER,
+    DAMAGED,
+    INTENT,
+    RESULT,
+    Divergence,
+    LedgerEntry,
+    Policy,
+    _next_slot,
+    _unknown_reason,
+    open_entry,
+    seal_entry,
+)
+from langgraph_durable.ledger.sites import (
+    _call_at,
+    _canonical_args,
+    _idempotency_key,
+    _Site,
+    _TaskContext,
+)
+from langgraph_durable.ops import Plan, Script
+
+logger = logging.getLogger("langgraph_durable")
+
+
+@dataclass
+class _Decision:
+    replay: bool
+    value: Any = None
+    key: str = ""
+    entry: LedgerEntry | None = None
+
+
+class LedgerPlans:
+    """The plans of ``ToolLedger`` (its settings: the saver, the policies)."""
+
+    saver: Any
+    on_divergence: Divergence
+
+    def policy(self, name: str) -> Policy:
+        raise NotImplementedError
+
+    @property
+    def _keys(self) -> KeySchema:
+        return self.saver.core.keys  # type: ignore[no-any-return]
+
+    def _read(
+        self, thread_id: str, bounds: tuple[str, str], prefix: str = ""
+    ) -> Plan[tuple[list[LedgerEntry], bool, list[bytes]]]:
+        """Entries within ``bounds`` (whose fields start with ``prefix``), also those whose
+        index member was lost; whether the ledger was ever damaged; the fields of those
+        the index lost (``_load`` re-indexes them)."""
+        tk = self._keys.thread(thread_id)
+        wrongtype, damaged, flat, unindexed = yield Script(
+            "ledger_read", tk.with_twins(), [*bounds, "", prefix]
+        )
+        if wrongtype:
+            logger.error(
+                "langgraph-durable: ledger keys of thread %r hold the wrong type: %s",
+                thread_id,
+                [k.decode() if isinstance(k, bytes) else k for k in wrongtype],
+            )
+        entries = []
+        for i in range(0, len(flat), 2):
+            try:
+                entries.append(open_entry(self.saver.core, thread_id, flat[i], flat[i + 1] or None))
+            except (ValueError, UnicodeDecodeError):  # not a field we wrote
+                logger.error("langgraph-durable: malformed ledger field %r", flat[i])
+        if unindexed:
+            logger.error(
+                "langgraph-durable: the ledger index of thread %r lost %d entries whose "
+                "records are still there (eviction, a bad restore?): read from the records",
+                thread_id,
+                len(unindexed),
+            )
+            entries.sort(key=lambda e: e.field)  # in index order, as if nothing was lost
+        return entries, bool(damaged), list(unindexed)
+
+    def _write(
+        self,
+        thread_id: str,
+        entries: Iterable[LedgerEntry],
+        replacing: Iterable[LedgerEntry] = (),
+    ) -> Plan[None]:
+        """Store entries; the bytes of any damaged record they replace go to quarantine."""
+        tk = self._keys.thread(thread_id)
+        damaged = {e.field: e.damage for e in replacing if e.state == DAMAGED}
+        args: list[Any] = [self.saver.core.ttl_arg, held_token(self._keys.prefix, thread_id)]
+        for entry in entries:
+            reason = damaged.get(entry.field) or ""
+            args += [
+                entry.field,
+                seal_entry(self.saver.core, thread_id, entry),
+                self._keys.quarantine_field(_LEDGER, entry.field) if reason else "",
+                reason,
+            ]
+        yield Script("ledger_write", tk.with_twins(), args)
+        yield from self.saver.core.replicated(tk)
+
+    def _load(self, ctx: _TaskContext, site: _Site) -> Plan[None]:
+        entries, damaged, unindexed = yield from self._read(
+            site.thread_id, self._keys.ledger_task_range(site.task_prefix), site.task_prefix
+        )
+        if unindexed:  # put the index back together (an empty record re-indexes a field)
+            token = held_token(self._keys.prefix, site.thread_id)
+            args: list[Any] = [self.saver.core.ttl_arg, token]
+            args += [x for field in unindexed for x in (field, "", "", "")]
+            yield Script("ledger_write", self._keys.thread(site.thread_id).with_twins(), args)
+        ctx.entries = {e.field: e for e in entries}
+        ctx.ledger_damaged = damaged
+        for e in entries:
+            if e.damage:
+                logger.error(
+                    "langgraph-durable: ledger entry %r of thread %r is damaged (%s); its "
+                    "outcome is treated as unknown",
+                    e.field,
+                    site.thread_id,
+                    e.damage,
+                )
+
+    def _prepare_parallel(
+        self, ctx: _TaskContext, site: _Site, message_calls: list[dict[str, Any]]
+    ) -> Plan[list[tuple[int, LedgerEntry]]]:
+        """Load a tool task's entries and number every unknown outcome to escalate.
+
+        The calls of one ToolNode task run in parallel, but LangGraph matches resume
+        answers to ``interrupt()`` calls by their order within the task. So escalations
+        are numbered once, persisted before any is raised, and always raised in that
+        order by one caller (``_ask``), on every replay of the task.
+        """
+        yield from self._load(ctx, site)
+        fresh = [
+            e
+            for e in sorted(ctx.entries.values(), key=lambda e: e.position)
+            if e.outcome_unknown and e.escalation is None and self.policy(e.name) == "escalate"
+        ]
+        if fresh:
+            first = _next_slot(ctx.entries.values())
+            fresh = [
+                self._as_intent(
+                    e,
+                    site.thread_id,
+                    escalation=first + i,
+                    escalations=(*e.escalations, first + i),
+                    call=_call_at(message_calls, e),
+                )
+                for i, e in enumerate(fresh)
+            ]
+            yield from self._write(site.thread_id, fresh, replacing=ctx.entries.values())
+            ctx.entries.update({e.field: e for e in fresh})
+        slots = {slot: e for e in ctx.entries.values() for slot in e.escalations}
+        return sorted(slots.items())
+
+    def _escalate_inline(self, ctx: _TaskContext, site: _Site) -> Plan[LedgerEntry | None]:
+        """The entry of a sequential call, numbered and persisted if it must escalate now;
+        ``None`` if it never escalated."""
+        entry = ctx.entries.get(site.field)
+        if entry is None:
+            return None
+        if (
+            entry.outcome_unknown
+            and entry.escalation is None
+            and self.policy(entry.name) == "escalate"
+        ):
+            slot = _next_slot(ctx.entries.values())
+            numbered = self._as_intent(
+                entry, site.thread_id, escalation=slot, escalations=(*entry.escalations, slot)
+            )
+            yield from self._write(site.thread_id, [numbered], replacing=[entry])
+            ctx.entries[entry.field] = entry = numbered
+        return entry if entry.escalations else None
+
+    def _as_intent(
+        self,
+        entry: LedgerEntry,
+        thread_id: str,
+        call: Mapping[str, Any] | None = None,
+        **changes: Any,
+    ) -> LedgerEntry:
+        """An unknown outcome rewritten as a readable intent (a damaged record's bytes go
+        to quarantine as it is replaced); a damaged record's arguments are taken from
+        the AI message ``call`` whose name and arguments hash match its field."""
+        if entry.state == DAMAGED:
+            return replace(
+                entry,
+                state=INTENT,
+                idempotency_key=_idempotency_key(thread_id, entry.field),
+                tool_call_id=call.get("id") if call else None,
+                args=_canonical_args(call.get("args", {}))[0] if call else None,
+                **changes,
+            )
+        return replace(entry, **changes)
+
+    def _begin(self, ctx: _TaskContext, site: _Site, policy: Policy) -> Plan[_Decision]:
+        """Decide what a call does on this attempt; record its intent if it runs."""
+        if ctx.failure is not None:
+            raise _fresh(ctx.failure)
+        entry = ctx.entries.get(site.field)
+        key = site.key
+        attempts = 0
+        if entry is None:
+            if site.ordered and self.on_divergence == "raise":
+                for other in ctx.entries.values():
+                    if other.position == site.position:
+                        raise ToolCallDivergedError(
+                            thread_id=site.thread_id,
+                            position=site.position,
+                            recorded_name=other.name,
+                            recorded_args=other.args,
+                            requested_name=site.name,
+                            requested_args=site.args,
+                        )
+            if ctx.ledger_damaged:  # an entry of this task may have been lost with it
+                raise self._unknown(site, key, "the ledger of this thread was damaged")
+        else:
+            key = entry.idempotency_key or key
+            attempts = entry.attempts
+            if entry.state == RESULT:
+                return _Decision(replay=True, value=entry.result, key=key, entry=entry)
+            if entry.outcome_unknown:
+                reason = _unknown_reason(entry)
+                answer = ctx.answers.get(site.field)
+                if answer is None:
+                    if policy not in ("retry", "readonly"):
+                        raise self._unknown(site, key, reason)
+                else:
+                    if answer.action == "fail":
+                        raise self._unknown(site, key, f"{reason}; a human chose to fail it")
+                    if answer.action == "skip":
+                        value = _skipped_result(site, answer.result)
+                        done = replace(
+                            self._as_intent(entry, site.thread_id),
+                            state=RESULT,
+                            result=value,
+                            resolution="skip",
+                            finished_at=time.time(),
+                        )
+                        yield from self._write(site.thread_id, [done], replacing=[entry])
+                        return _Decision(replay=True, value=value, key=key, entry=done)
+                # retry (by policy or by a human): run again under the same key
+        intent = LedgerEntry(
+            field=site.field,
+            **vars(site.where),
+            state=INTENT,
+            idempotency_key=key,
+            tool_call_id=site.tool_call_id,
+            args=site.args,
+            attempts=attempts + 1,
+            escalations=entry.escalations if entry is not None else (),
+            resolution=(ctx.answers[site.field].action if site.field in ctx.answers else None),
+            started_at=time.time(),
+        )
+        yield from self._write(site.thread_id, [intent], replacing=[entry] if entry else [])
+        return _Decision(replay=False, key=key, entry=intent)
+
+    def _finish(self, site: _Site, decision: _Decision, state: str, **fields: Any) -> Plan[None]:
+        entry = replace(
+            cast(LedgerEntry, decision.entry),
+            state=state,
+            damage=None,
+            finished_at=time.time(),
+            **fields,
+        )
+        yield from self._write(site.thread_id, [entry])
+
+    def _unknown(self, site: _Site, key: str, reason: str) -> ToolOutcomeUnknownError:
+        return ToolOutcomeUnknownError(
+            thread_id=site.thread_id,
+            tool_call_id=site.tool_call_id,
+            name=site.name,
+            idempotency_key=key,
+            reason=reason,
+        )
+
+
+def _fresh(exc: BaseException) -> BaseException:
+    # Parallel calls re-raise one stopping interrupt; each gets its own exception object.
+    if isinstance(exc, GraphInterrupt):
+        return GraphInterrupt(*exc.args)
+    return exc
+
+
+def _skipped_result(site: _Site, result: Any) -> Any:
+    """What a human's ``skip`` answer hands back: the ToolMessage the tool would have
+    returned (a ToolMessage or Command answer is taken as is)."""
+    if isinstance(result, (ToolMessage, Command)):
+        return result
+    if site.tool_call_id is None:  # a durable call inside a node returns the value itself
+        return result
+    from langgraph.prebuilt.tool_node import msg_content_output
+
+    return ToolMessage(
+        content=msg_content_output(result), name=site.name, tool_call_id=site.tool_call_id
+    )

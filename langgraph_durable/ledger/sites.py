@@ -1,0 +1,198 @@
+"""Where a call is recorded: its site (ledger field), its task attempt, its idempotency key.
+
+Owns the call's address in the ledger (``keys.py`` spells the field): checkpoint
+namespace without the running task's own id, superstep, task (node and path), position
+(its index in the AI message, or its order among a node's durable calls), tool name and
+a hash of the canonical arguments. Rules it keeps:
+  * Every part is stable when a task is replayed, also when ``durability="async"`` lost
+    the checkpoint the task started from; the provider's ``tool_call_id`` is no part of
+    it (providers reuse ids such as ``call_0``).
+  * The idempotency key is a hash of thread and field: the same for a call across
+    crashes, replays and retries, different for every new call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import threading
+from collections.abc import Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any, cast
+
+from langchain_core.messages import AIMessage
+from langchain_core.runnables import RunnableConfig
+from pydantic import BaseModel
+
+from langgraph_durable.keys import KeySchema, LedgerField
+from langgraph_durable.ledger.entries import EscalationAnswer, LedgerEntry
+
+_NS_SEP, _NS_END = "|", ":"
+_FALLBACK_POSITION = 1_000_000  # positions of calls not found in an AI message start here
+
+_current_key: ContextVar[str | None] = ContextVar("langgraph_durable_idempotency_key", default=None)
+
+
+def idempotency_key() -> str | None:
+    """The idempotency key of the ledger-recorded call running now, else ``None``.
+
+    The same for a call across crashes, replays and retries; different for every new
+    call. Hand it to external APIs that deduplicate (payments, e-mail, tickets).
+    """
+    return _current_key.get()
+
+
+@dataclass(frozen=True)
+class _Site:
+    """Where one call is recorded, and what it is."""
+
+    thread_id: str
+    where: LedgerField  # the parts of ``field``
+    task_prefix: str
+    field: str
+    ordered: bool  # position is the call's index in its AI message or its node
+    args: Any
+    key: str
+    tool_call_id: str | None
+
+    @property
+    def name(self) -> str:
+        return self.where.name
+
+    @property
+    def position(self) -> int:
+        return self.where.position
+
+
+class _TaskContext:
+    """What the calls of one task attempt share: one read of the task's entries, the
+    answers to its escalations, and the order of its calls."""
+
+    def __init__(self, scratchpad: object) -> None:
+        self.scratchpad = scratchpad  # held, so its id() is not reused while we are
+        self.lock = threading.Lock()
+        self.alock = asyncio.Lock()  # binds to a loop on first use
+        self.loaded = False
+        self.entries: dict[str, LedgerEntry] = {}
+        self.ledger_damaged = False
+        self.answers: dict[str, EscalationAnswer] = {}
+        self.failure: BaseException | None = None  # raised by every call of the attempt
+        self.positions = 0
+        self.claimed: dict[tuple[str, str, str], int] = {}
+
+
+def call_site(
+    keys: KeySchema,
+    config: RunnableConfig,
+    ctx: _TaskContext,
+    name: str,
+    args: Any,
+    *,
+    tool_call_id: str | None,
+    position: int | None,
+) -> _Site | None:
+    """Where this call is recorded, or None outside a checkpointed graph task."""
+    conf = config.get("configurable", {})
+    meta = config.get("metadata", {})
+    thread_id = conf.get("thread_id")
+    step = meta.get("langgraph_step")
+    if thread_id is None or step is None:
+        return None
+    ns = _without_own_task_id(str(conf.get("checkpoint_ns", "")))
+    task = json.dumps(
+        [meta.get("langgraph_node"), list(meta.get("langgraph_path") or ())],
+        default=str,
+        separators=(",", ":"),
+    )
+    prefix = keys.ledger_task(ns, int(step), task)
+    args, args_hash = _canonical_args(args)
+    ordered = position is not None
+    if position is None:
+        with ctx.lock:
+            claim = (str(tool_call_id), name, args_hash)
+            position = _FALLBACK_POSITION + ctx.claimed.get(claim, 0)
+            ctx.claimed[claim] = ctx.claimed.get(claim, 0) + 1
+    field = keys.ledger_field(prefix, position, name, args_hash)
+    return _Site(
+        thread_id=str(thread_id),
+        where=LedgerField(ns, int(step), task, position, name, args_hash),
+        task_prefix=prefix,
+        field=field,
+        ordered=ordered,
+        args=args,
+        key=_idempotency_key(str(thread_id), field),
+        tool_call_id=tool_call_id,
+    )
+
+
+def _canonical(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, (set, frozenset)):
+        return sorted(map(repr, value))
+    if isinstance(value, bytes):
+        return value.hex()
+    return repr(value)
+
+
+def _canonical_args(args: Any) -> tuple[Any, str]:
+    """Arguments as plain JSON data (what the ledger stores) and their hash."""
+    text = json.dumps(args, sort_keys=True, separators=(",", ":"), default=_canonical)
+    return json.loads(text), hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _idempotency_key(thread_id: str, field: str) -> str:
+    digest = hashlib.sha256(thread_id.encode() + b"\x00" + field.encode()).hexdigest()
+    return f"lgd-{digest[:32]}"
+
+
+def _without_own_task_id(ns: str) -> str:
+    """The running task's namespace without its own (replay-unstable) task id."""
+    head, _, last = ns.rpartition(_NS_SEP)
+    name = last.split(_NS_END, 1)[0]
+    return f"{head}{_NS_SEP}{name}" if head else name
+
+
+def _messages_of(state: Any) -> list[Any]:
+    if isinstance(state, list):
+        return state
+    if isinstance(state, dict):
+        messages = state.get("messages")
+    else:
+        messages = getattr(state, "messages", None)
+    return messages if isinstance(messages, list) else []
+
+
+def _position_in_message(
+    state: Any, call: Mapping[str, Any]
+) -> tuple[int | None, list[dict[str, Any]]]:
+    """The call's index in the newest AI message that holds it (if exactly one of its
+    calls matches; identical duplicates fall back to the claim order), and its calls."""
+    for message in reversed(_messages_of(state)):
+        if not isinstance(message, AIMessage) or not message.tool_calls:
+            continue
+        calls = cast(list[dict[str, Any]], message.tool_calls)
+        matches = [
+            i
+            for i, tc in enumerate(calls)
+            if tc.get("id") == call.get("id")
+            and tc.get("name") == call.get("name")
+            and tc.get("args") == call.get("args")
+        ]
+        if matches:
+            return (matches[0] if len(matches) == 1 else None), calls
+    return None, []
+
+
+def _call_at(calls: list[dict[str, Any]], entry: LedgerEntry) -> dict[str, Any] | None:
+    """The AI message's call recorded in ``entry``'s field, if it is that call."""
+    if entry.position < len(calls):
+        call = calls[entry.position]
+        if (
+            call.get("name") == entry.name
+            and _canonical_args(call.get("args", {}))[1] == entry.args_hash
+        ):
+            return call
+    return None

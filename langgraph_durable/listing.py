@@ -1,0 +1,133 @@
+"""``list``: checkpoints newest first, a page per round trip, damage skipped.
+
+Owns listing. Rules it keeps:
+  * One namespace (the common call) walks the sorted index with ZREVRANGEBYLEX, a page of
+    ``LIST_PAGE`` checkpoints (or fewer, for a small ``limit``) per round trip: reads cost
+    O(log n) in the length of the thread plus the page.
+  * Every namespace of a thread, or one checkpoint id, reads the index once and the
+    chosen records a page at a time.
+  * ``list(None)`` walks every thread of the key prefix (a SCAN: an operator's call).
+  * A damaged checkpoint is logged and skipped; ``limit`` counts only what is returned.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import CheckpointTuple
+
+from langgraph_durable import inputs
+from langgraph_durable.inputs import configurable
+from langgraph_durable.keys import ThreadKeys
+from langgraph_durable.ops import Emit, Plan, Script
+from langgraph_durable.reads import ReadPlans
+from langgraph_durable.records import LIST_PAGE, MALFORMED, _Damage, _Decoded, _text, _thread_id
+
+logger = logging.getLogger("langgraph_durable")
+
+
+class ListingPlans(ReadPlans):
+    """The ``list`` plan of ``SaverCore``."""
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Plan[None]:
+        before_id = inputs.list_options(filter, before, limit)
+        if limit is not None and limit <= 0:
+            return
+        remaining = [limit]  # shared countdown across threads
+        if config is None:
+            thread_ids = yield from self.all_thread_ids()
+            for thread_id in thread_ids:
+                yield from self._list_thread(thread_id, None, None, filter, before_id, remaining)
+                if remaining[0] is not None and remaining[0] <= 0:
+                    return
+            return
+        conf = configurable(config, any_namespace=True)
+        yield from self._list_thread(
+            _thread_id(conf),
+            conf.get("checkpoint_ns"),
+            conf.get("checkpoint_id"),
+            filter,
+            before_id,
+            remaining,
+        )
+
+    def _list_thread(
+        self,
+        thread_id: str,
+        ns: str | None,
+        checkpoint_id: str | None,
+        filter: dict[str, Any] | None,
+        before_id: str | None,
+        remaining: list[int | None],
+    ) -> Plan[None]:
+        tk = self.keys.thread(thread_id)
+
+        def wanted(d: _Decoded) -> bool:
+            return not filter or all(d.metadata.get(k) == v for k, v in filter.items())
+
+        def page_size() -> int:
+            left = remaining[0]
+            return LIST_PAGE if filter or left is None else max(1, min(LIST_PAGE, left))
+
+        if ns is not None and not checkpoint_id:
+            # One namespace: walk the sorted index newest first, a page per round trip.
+            cursor = before_id
+            while True:
+                upper, lower = self.keys.namespace_range(ns, cursor)
+                size = page_size()
+                results, fetched = yield from self._read(tk, ["range", upper, lower, size], wanted)
+                for result in results:
+                    if (yield from self._emit(tk, result, remaining)):
+                        return
+                if len(fetched) < size:
+                    return
+                cursor = fetched[-1]
+        # Every namespace of the thread (or one checkpoint id): newest first by id.
+        wrongtype, members, unindexed = yield Script("read_index", tk.all(), [])
+        self._log_wrongtype(tk, wrongtype)
+        if unindexed and (yield from self._reindex(tk, unindexed)):
+            _, members, _ = yield Script("read_index", tk.all(), [])
+        chosen: list[tuple[str, str]] = []
+        for raw in members:
+            try:
+                member = _text(raw)
+                m_ns, m_id = self.keys.parse_checkpoint_member(member)
+            except ValueError:
+                logger.warning("langgraph-durable: skipped a %s %r", MALFORMED, raw)
+                continue
+            if ns is not None and m_ns != ns:
+                continue
+            if checkpoint_id and m_id != checkpoint_id:
+                continue
+            if before_id and m_id >= before_id:
+                continue
+            chosen.append((m_id, member))
+        chosen.sort(key=lambda pair: pair[0], reverse=True)
+        for start in range(0, len(chosen), LIST_PAGE):
+            page = [member for _, member in chosen[start : start + LIST_PAGE]]
+            results, _ = yield from self._read(tk, ["members", *page], wanted)
+            for result in results:
+                if (yield from self._emit(tk, result, remaining)):
+                    return
+
+    def _emit(
+        self, tk: ThreadKeys, result: CheckpointTuple | _Damage, remaining: list[int | None]
+    ) -> Plan[bool]:
+        """Emit one listed checkpoint; True when the limit is reached."""
+        if isinstance(result, _Damage):
+            self._log_damage(tk, result, level=logging.WARNING)
+            return False
+        yield Emit(result)
+        if remaining[0] is not None:
+            remaining[0] -= 1
+            return remaining[0] <= 0
+        return False

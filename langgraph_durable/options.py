@@ -1,0 +1,147 @@
+"""The saver's options: what ``RedisSaver`` and ``AsyncRedisSaver`` are configured with.
+
+Owns validating every option (a wrong one is a ``ConfigurationError`` naming it), the
+serializer default (strict allowlist, no pickle), building the ``SaverCore`` the plans
+run on, and channel versions. No I/O and no plan here: the
+contract over these options is in ``base.py``.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import random
+from collections.abc import Collection, Sequence
+
+from langgraph.checkpoint.base import BaseCheckpointSaver, _with_msgpack_allowlist
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from langgraph_durable.core import SaverCore
+from langgraph_durable.envelope import Envelope
+from langgraph_durable.errors import ConfigurationError
+from langgraph_durable.keys import KeySchema
+from langgraph_durable.reports import RecoveryReport
+from langgraph_durable.serde import AllowedTypes, default_serde, warn_if_permissive
+
+DEFAULT_KEY_PREFIX = "lgd"
+logger = logging.getLogger("langgraph_durable")
+
+
+class SaverOptions(BaseCheckpointSaver[str]):
+    """Options shared by ``RedisSaver`` and ``AsyncRedisSaver``.
+
+    Args:
+        key_prefix: prefix of every key; savers with different prefixes never see each
+            other's data. Must not contain ``{`` or ``}``.
+        ttl: seconds; every key of a thread expires this long after its last write.
+            ``None`` keeps threads until deleted.
+        signing_key: a key (or a list, newest first) for HMAC-SHA256 signatures; the
+            first signs, all verify. Without it, records carry an xxh3-128 checksum.
+        keep_last: keep the N newest checkpoints of each thread and namespace (plus the
+            ancestors their DeltaChannels are rebuilt from); older ones are pruned as the
+            thread grows. ``None`` keeps everything.
+        serde: LangGraph serializer. The default is ``JsonPlusSerializer`` with LangGraph's
+            strict msgpack allowlist and no pickle: stored bytes never name a callable
+            that runs. A record naming a type outside the allowlist reads as damage.
+        allowed_types: more types (classes or ``(module, name)`` pairs) the serializer
+            may construct, beyond LangGraph's safe types and what the compiled graph
+            declares (its state schema's types, through ``with_allowlist``).
+        wait_for_replicas: after every checkpoint, pending-write and ledger write, wait
+            (Redis ``WAIT``) until this many replicas have it; fewer within
+            ``replica_timeout`` seconds raises ``NotReplicatedError`` (the write stays on
+            the primary). 0, the default, does not wait.
+        replica_timeout: seconds to wait for the replicas.
+        repair_on_read: True (the default): a read that skips a damaged record also
+            moves it to the thread's quarantine hash, so later reads do not meet it
+            again. False: reads skip damage the same way but never write, as for
+            inspection (the ``langgraph-durable`` command line opens its saver so);
+            ``verify`` still reports the damage.
+        accept_format_1: True (the default): records written by langgraph-durable 0.1
+            (format 1, whose checksum or signature does not cover the key prefix) are
+            read. Set False once ``resign`` has rewritten every record: then someone
+            with write access cannot copy old records in from another key prefix.
+    """
+
+    core: SaverCore
+
+    def __init__(
+        self,
+        *,
+        key_prefix: str = DEFAULT_KEY_PREFIX,
+        ttl: int | None = None,
+        signing_key: bytes | str | Sequence[bytes | str] | None = None,
+        keep_last: int | None = None,
+        serde: SerializerProtocol | None = None,
+        allowed_types: AllowedTypes = (),
+        wait_for_replicas: int = 0,
+        replica_timeout: float = 1.0,
+        repair_on_read: bool = True,
+        accept_format_1: bool = True,
+    ) -> None:
+        if serde is None:
+            serde = default_serde(allowed_types)
+        else:
+            warn_if_permissive(serde, signed=signing_key is not None)
+            if allowed_types:
+                serde = _with_msgpack_allowlist(serde, list(allowed_types))
+        super().__init__(serde=serde)
+        if (
+            not isinstance(wait_for_replicas, int)
+            or isinstance(wait_for_replicas, bool)
+            or wait_for_replicas < 0
+        ):
+            raise ConfigurationError(
+                f"wait_for_replicas must be an integer >= 0, got {wait_for_replicas!r}"
+            )
+        if not isinstance(replica_timeout, (int, float)) or not replica_timeout > 0:
+            raise ConfigurationError(
+                f"replica_timeout must be a number of seconds > 0, got {replica_timeout!r}"
+            )
+        if not isinstance(repair_on_read, bool):
+            raise ConfigurationError(
+                f"repair_on_read must be True or False, got {repair_on_read!r}"
+            )
+        for name, value in (("ttl", ttl), ("keep_last", keep_last)):
+            if value is not None and (
+                not isinstance(value, int) or isinstance(value, bool) or value <= 0
+            ):
+                raise ConfigurationError(f"{name} must be a positive integer, got {value!r}")
+        self.key_prefix = key_prefix
+        self.ttl = ttl
+        self.keep_last = keep_last
+        self.core = SaverCore(
+            serde=self.serde,
+            keys=KeySchema(key_prefix),
+            envelope=Envelope(signing_key, key_prefix, accept_format_1=accept_format_1),
+            ttl=ttl,
+            keep_last=keep_last,
+            wait_for_replicas=wait_for_replicas,
+            replica_timeout_ms=max(1, round(replica_timeout * 1000)),
+            repair_on_read=repair_on_read,
+        )
+
+    @property
+    def keys(self) -> KeySchema:
+        return self.core.keys
+
+    def recovery_report(self, thread_id: str, checkpoint_ns: str = "") -> RecoveryReport | None:
+        """The last fallback a read of this thread had to make, or None if it never had to."""
+        return self.core.recovery_reports.get((str(thread_id), checkpoint_ns))
+
+    def with_allowlist(self, extra_allowlist: Collection[tuple[str, ...]]) -> SaverOptions:
+        clone = super().with_allowlist(extra_allowlist)
+        if clone is not self:  # the clone has a new serde: give it a core that uses it
+            clone.core = copy.copy(self.core)
+            clone.core.serde = clone.serde
+        return clone  # type: ignore[return-value]
+
+    def get_next_version(self, current: str | None, channel: None) -> str:
+        # As InMemorySaver: a zero-padded counter (sorts as text) and a random tail, so
+        # two forks from one checkpoint never write different values under one version.
+        if current is None:
+            current_v = 0
+        elif isinstance(current, int):
+            current_v = current
+        else:
+            current_v = int(current.split(".")[0])
+        return f"{current_v + 1:032}.{random.random():016}"

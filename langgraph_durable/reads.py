@@ -1,0 +1,318 @@
+"""Reading checkpoints: records, pending writes and channel values, verified, with repair.
+
+Owns the read conversation every reading plan shares (``get_tuple``, ``list``, retention,
+DeltaChannel history): ``read_checkpoints.lua`` returns records and their pending writes
+in one round trip, together with a guess of the channel values (``_NewestVersions``);
+what the guess missed is read in a second. Rules it keeps:
+  * Every record is verified before it is used (``codec.py``); a checkpoint with any
+    damaged part is a ``_Damage``, never a partial tuple. A task whose pending writes are
+    not all intact loses all of them: it runs again as a whole.
+  * Damage is moved to the thread's quarantine (``repair_on_read``), best effort: a read
+    never fails because Redis refuses writes. Damage that may be this reader's
+    configuration (a key it lacks, an allowlist) is never moved.
+  * An index that lacks stored records (evicted, a bad restore) is rebuilt from the
+    records (``reindex.lua``), so nothing silently vanishes.
+  * A value deleted between two reads (retention racing) is told from damage by
+    ``recheck_values.lua``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from langgraph.checkpoint.base import CheckpointTuple, PendingWrite
+
+from langgraph_durable import reply_codes
+from langgraph_durable.codec import RecordCodec
+from langgraph_durable.errors import RecordDamagedError
+from langgraph_durable.keys import ThreadKeys
+from langgraph_durable.ops import Batch, Plan, ScanKeys, Script
+from langgraph_durable.records import (
+    _CONFIG_REASONS,
+    _NO_VALUE,
+    MALFORMED,
+    _Damage,
+    _Decoded,
+    _hmget,
+    _label,
+    _task_of,
+    _text,
+    checkpoint_config,
+)
+from langgraph_durable.reports import RecoveryReport, SkippedCheckpoint
+
+logger = logging.getLogger("langgraph_durable")
+
+
+class ReadPlans(RecordCodec):
+    """The read steps of ``SaverCore`` that every reading plan is built from."""
+
+    _newest_versions: _NewestVersions
+
+    def all_thread_ids(self) -> Plan[list[str]]:
+        """Every thread of this key prefix that has any key (a SCAN of every node)."""
+        keys = yield ScanKeys(self.keys.thread_scan_pattern())
+        return sorted({t for k in keys if (t := self.keys.thread_id_from_key(k)) is not None})
+
+    def _complete(
+        self,
+        tk: ThreadKeys,
+        decoded: _Decoded,
+        blobs: Mapping[str, bytes | None],
+        report: RecoveryReport | None,
+    ) -> CheckpointTuple | _Damage:
+        """Verify the channel values and pending writes of one checkpoint and build its tuple."""
+        values: dict[str, Any] = {}
+        versions = decoded.checkpoint.get("channel_versions", {})
+        for channel, version in versions.items():
+            blob_field = self.keys.blob_field(decoded.checkpoint_ns, channel, version)
+            try:
+                value = self._open_value("bl", tk.thread_id, blob_field, blobs.get(blob_field))
+            except RecordDamagedError as exc:
+                reason = f"{exc.reason} channel value {channel!r}@{version}"
+                quarantine = [] if exc.reason == "missing" else [("bl", blob_field, exc.reason)]
+                quarantine.append(("cp", decoded.member, reason))
+                return _Damage(decoded.member, decoded.checkpoint_id, tk.bl, reason, quarantine)
+            if value is not _NO_VALUE:
+                values[channel] = value
+        # A task whose writes are not all intact must run again as a whole: keeping its
+        # other writes would mark it done and lose what the damaged one carried.
+        opened: list[tuple[str, str, Any]] = []
+        damaged: dict[str, str] = {}  # write member -> reason
+        damaged_tasks: dict[str, str] = {}
+        for raw_member, record in decoded.writes:
+            try:
+                write_member = _text(raw_member)
+                task_id = self.keys.parse_write_member(write_member).task_id
+            except ValueError:  # not a member this saver wrote: drop it from the index
+                decoded.dropped_writes.append(("wr", raw_member, MALFORMED))
+                continue
+            try:
+                channel, value = self._open_value("wr", tk.thread_id, write_member, record)
+            except (RecordDamagedError, ValueError) as exc:
+                damaged[write_member] = getattr(exc, "reason", "undecodable body")
+                damaged_tasks.setdefault(task_id, damaged[write_member])
+                continue
+            opened.append((task_id, channel, value))
+        pending: list[PendingWrite] = [w for w in opened if w[0] not in damaged_tasks]
+        for task_id, reason in damaged_tasks.items():
+            self._drop_task_writes(tk, decoded, task_id, reason, damaged, report)
+        return CheckpointTuple(
+            config=checkpoint_config(tk.thread_id, decoded.checkpoint_ns, decoded.checkpoint_id),
+            checkpoint={**decoded.checkpoint, "channel_values": values},  # type: ignore[typeddict-item]
+            metadata=decoded.metadata,
+            parent_config=(
+                checkpoint_config(tk.thread_id, decoded.checkpoint_ns, decoded.parent_id)
+                if decoded.parent_id
+                else None
+            ),
+            pending_writes=pending,
+        )
+
+    def _drop_task_writes(
+        self,
+        tk: ThreadKeys,
+        decoded: _Decoded,
+        task_id: str,
+        reason: str,
+        damaged: Mapping[str, str],
+        report: RecoveryReport | None,
+    ) -> None:
+        """Drop (and queue for quarantine) every pending write of a task with a damaged one."""
+        logger.warning(
+            "langgraph-durable: dropped the pending writes of task %s of checkpoint %s "
+            "(thread %r), which will run again: %s",
+            task_id,
+            decoded.checkpoint_id,
+            tk.thread_id,
+            reason,
+        )
+        for raw_member, _ in decoded.writes:
+            write_member = _label(raw_member)
+            if _task_of(self.keys, write_member) == task_id:
+                why = damaged.get(write_member) or f"sibling of a damaged write: {reason}"
+                decoded.dropped_writes.append(("wr", write_member, why))
+        if report is not None:
+            report.dropped_writes.append(
+                SkippedCheckpoint(decoded.checkpoint_id, tk.wr, f"task {task_id}: {reason}")
+            )
+
+    def _read(
+        self,
+        tk: ThreadKeys,
+        args: list[Any],
+        wanted: Callable[[_Decoded], bool] | None = None,
+        report: RecoveryReport | None = None,
+        guess: Sequence[str] = (),
+    ) -> Plan[tuple[list[CheckpointTuple | _Damage], list[str]]]:
+        """Read checkpoints: records and writes, then the channel values they name.
+
+        The values of ``guess`` (blob fields) are read in the same round trip as the
+        records; when they are all the checkpoints need, that is the only round trip.
+        Returns the results in index order, and the ids of every checkpoint the index
+        returned (matching ``wanted`` or not), oldest last: the next page's cursor.
+        """
+        entries, blobs = yield from self._read_entries(tk, args, guess)
+        decoded = [self._decode_entry(tk, entry) for entry in entries]
+        selected = [d for d in decoded if isinstance(d, _Damage) or wanted is None or wanted(d)]
+        fields = sorted(
+            {f for d in selected if isinstance(d, _Decoded) for f in self._blob_fields(d)}
+            - blobs.keys()
+        )
+        if fields:
+            blobs.update((yield from self._read_values(tk, fields)))
+        missing = {f for f, v in blobs.items() if v is None}
+        lacking = [
+            d
+            for d in selected
+            if isinstance(d, _Decoded) and missing.intersection(self._blob_fields(d))
+        ]
+        if lacking:  # damage, or deleted between the two reads? (recheck_values.lua)
+            wanted_fields = sorted(missing)
+            stored, values = yield Script(
+                "recheck_values",
+                tk.all(),
+                [len(lacking), *(d.member for d in lacking), *wanted_fields],
+            )
+            vanished = {d.member for d, still in zip(lacking, stored) if not int(still)}
+            selected = [
+                d for d in selected if not (isinstance(d, _Decoded) and d.member in vanished)
+            ]
+            blobs.update((f, v) for f, v in zip(wanted_fields, values) if v)
+        results = [
+            d if isinstance(d, _Damage) else self._complete(tk, d, blobs, report) for d in selected
+        ]
+        damaged = [r for r in results if isinstance(r, _Damage)]
+        dropped = [w for d in selected if isinstance(d, _Decoded) for w in d.dropped_writes]
+        if (damaged or dropped) and self.repair_on_read:
+            yield from self._quarantine(tk, damaged, dropped)
+        return results, [d.checkpoint_id for d in decoded]
+
+    def _read_entries(
+        self, tk: ThreadKeys, args: list[Any], guess: Sequence[str] = ()
+    ) -> Plan[tuple[list[Any], dict[str, bytes | None]]]:
+        """The read script's entries, and the values of ``guess`` read in the same round
+        trip. Not in MULTI, which Redis refuses when out of memory: a value deleted
+        between the two is told from damage by ``_read``."""
+        script = Script("read_checkpoints", tk.all(), args)
+        for attempt in (1, 2):
+            if not guess:
+                wrongtype, unindexed, *entries = yield script
+                values: Any = None
+            else:
+                reply, values = yield Batch([script, _hmget(tk, guess)], errors_as_values=True)
+                if isinstance(reply, Exception):
+                    raise reply_codes.typed(self.keys, script, reply)
+                wrongtype, unindexed, *entries = reply
+            self._log_wrongtype(tk, wrongtype)
+            if not unindexed or attempt == 2 or not (yield from self._reindex(tk, unindexed)):
+                break
+        return entries, (self._values(tk, guess, values) if guess else {})
+
+    def _reindex(self, tk: ThreadKeys, unindexed: Sequence[bytes | str]) -> Plan[bool]:
+        """Put back the index members of records an index lacks (its key was evicted or
+        lost in a bad restore), so no checkpoint or pending write silently vanishes.
+        True when members were put back: the caller reads again. A read that may not
+        write (``repair_on_read=False``, a read-only replica or ACL user) logs instead."""
+        kinds = ", ".join(_label(k) for k in unindexed)
+        if self.repair_on_read:
+            (added,) = yield Batch(
+                [Script("reindex", tk.with_twins(), [self.ttl_arg])], errors_as_values=True
+            )
+            if not isinstance(added, Exception):
+                logger.error(
+                    "langgraph-durable: index %s of thread %r lacked %d stored records "
+                    "(evicted or lost in a restore?): put back",
+                    kinds,
+                    tk.thread_id,
+                    added,
+                )
+                return bool(added)
+        logger.error(
+            "langgraph-durable: index %s of thread %r lacks stored records (evicted or lost "
+            "in a restore?): they are not read until `langgraph-durable verify --repair`",
+            kinds,
+            tk.thread_id,
+        )
+        return False
+
+    def _read_values(self, tk: ThreadKeys, fields: list[str]) -> Plan[dict[str, bytes | None]]:
+        (values,) = yield Batch([_hmget(tk, fields)], errors_as_values=True)
+        return self._values(tk, fields, values)
+
+    def _values(
+        self, tk: ThreadKeys, fields: Sequence[str], reply: list[Any] | Exception
+    ) -> dict[str, bytes | None]:
+        if isinstance(reply, Exception):
+            if not reply_codes.is_wrong_type(reply):
+                raise reply
+            self._log_wrongtype(tk, [tk.bl.encode()])
+            return dict.fromkeys(fields)  # damage: read as missing
+        return dict(zip(fields, reply))
+
+    def _log_wrongtype(self, tk: ThreadKeys, keys: list[bytes]) -> None:
+        for key in keys:
+            logger.error(
+                "langgraph-durable: key %s of thread %r has the wrong type (damaged): "
+                "read as empty",
+                _label(key),
+                tk.thread_id,
+            )
+
+    def _quarantine(
+        self,
+        tk: ThreadKeys,
+        damaged: Iterable[_Damage],
+        dropped_writes: Iterable[tuple[str, str, str]] = (),
+    ) -> Plan[None]:
+        args: list[Any] = []
+        moves = [m for damage in damaged for m in damage.quarantine] + list(dropped_writes)
+        for kind, field_, reason in moves:
+            if (kind == "cp" and reason == "missing") or reason.startswith(_CONFIG_REASONS):
+                continue  # gone already (its quarantine entry says why) / maybe not damage
+            args += [kind, field_, self.keys.quarantine_field(kind, _label(field_)), reason]
+        if args:
+            # Best effort: a read must not fail because Redis refuses writes (out of
+            # memory, a read-only replica or ACL user); the damage is skipped either way.
+            script = Script("quarantine", tk.with_twins(), [self.ttl_arg, *args])
+            (reply,) = yield Batch([script], errors_as_values=True)
+            if isinstance(reply, Exception):
+                logger.warning(
+                    "langgraph-durable: could not quarantine damaged records of thread %r: %s",
+                    tk.thread_id,
+                    reply,
+                )
+
+    def _log_damage(self, tk: ThreadKeys, damage: _Damage, *, level: int) -> None:
+        logger.log(
+            level,
+            "langgraph-durable: skipped damaged checkpoint %s of thread %r: %s (%s)",
+            damage.checkpoint_id,
+            tk.thread_id,
+            damage.reason,
+            damage.key,
+        )
+
+
+class _NewestVersions:
+    """Per (thread, namespace): the channel versions of the newest checkpoint this saver
+    wrote or read. ``get_tuple`` reads those values in the same round trip as the
+    checkpoint; a wrong guess costs only a second round trip for the missing ones."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self._size = size
+        self._versions: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def get(self, key: tuple[str, str]) -> dict[str, Any]:
+        return self._versions.get(key, {})
+
+    def remember(self, key: tuple[str, str], versions: Mapping[str, Any]) -> None:
+        if len(self._versions) >= self._size:
+            self._versions.clear()  # crude, but safe from any thread
+        self._versions[key] = dict(versions)  # a copy: the caller's dict may change
+
+    def forget(self, thread_id: str) -> None:
+        for key in [k for k in list(self._versions) if k[0] == thread_id]:
+            self._versions.pop(key, None)

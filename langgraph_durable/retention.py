@@ -1,0 +1,160 @@
+"""Retention: which checkpoints may go, and the guarded deletion that removes them.
+
+Owns ``keep_last`` (amortized: one collection per ``keep_last/4`` puts), ``prune`` and
+``delete_for_runs`` deletions, and the garbage channel values they leave. Rules it keeps:
+  * Never delete what a read may need: the ``keep_last`` newest checkpoints of each
+    namespace, the newest one that verifies completely (the fallback), and every
+    ancestor their DeltaChannels are rebuilt from (``counters_since_delta_snapshot``;
+    metadata that does not say keeps the whole chain).
+  * A value is deleted only when no remaining checkpoint references it, and only when
+    every checkpoint record could be read (a damaged one's references are unknown).
+  * The deletion is guarded: ``delete_checkpoints.lua`` does nothing if a checkpoint was
+    written since it was planned; the plan is made again (``PLAN_RETRIES`` times).
+  * Tool-ledger entries no remaining checkpoint can replay go with them; which those are
+    is the ledger's rule (``ledger/retention.py``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from langgraph_durable.keys import ThreadKeys
+from langgraph_durable.ledger.retention import forget_replayed
+from langgraph_durable.ops import Batch, Plan, Script
+from langgraph_durable.reads import ReadPlans
+from langgraph_durable.records import PLAN_RETRIES, _Damage, _Decoded, _label
+
+logger = logging.getLogger("langgraph_durable")
+
+
+class RetentionPlans(ReadPlans):
+    """The guarded deletion plans of ``SaverCore``."""
+
+    def _collect(
+        self,
+        tk: ThreadKeys,
+        choose: Callable[[dict[str, _Decoded], set[str]], set[str]],
+        *,
+        pin_valid: bool = False,
+    ) -> Plan[None]:
+        """Delete the checkpoints ``choose`` picks, their writes, and every channel value
+        no remaining checkpoint references, in one guarded script call.
+
+        The guard makes the deletion a no-op if a checkpoint was written since it was
+        planned (the new one may reference a value planned away); it is then re-planned.
+        With ``pin_valid``, ``choose`` is told the newest checkpoint of each namespace that
+        verifies completely, so retention never removes the last good fallback.
+        """
+        for _ in range(PLAN_RETRIES):
+            cps, count, newest, blob_fields = yield Batch(
+                [
+                    ("HGETALL", tk.cp),
+                    ("ZCARD", tk.cps),
+                    ("ZREVRANGE", tk.cps, 0, 0),
+                    ("HKEYS", tk.bl),
+                ]
+            )
+            decoded: dict[str, _Decoded] = {}
+            intact = True
+            for raw_member, record in cps.items():
+                entry = self._decode_entry(tk, [raw_member, record, []])
+                if isinstance(entry, _Damage):
+                    intact = False  # its references are unknown: keep every value
+                else:
+                    decoded[entry.member] = entry
+            pinned = (yield from self._newest_valid(tk, decoded)) if pin_valid else set()
+            doomed = choose(decoded, pinned)
+            referenced = {
+                f for m, d in decoded.items() if m not in doomed for f in self._blob_fields(d)
+            }
+            garbage = [] if not intact else [f for f in blob_fields if _label(f) not in referenced]
+            if not doomed and not garbage:
+                return
+            newest_member = newest[0] if newest else b""  # exact bytes, for the guard
+            deleted = yield Script(
+                "delete_checkpoints",
+                tk.with_twins(),
+                [self.ttl_arg, count, newest_member, len(doomed), *sorted(doomed), *garbage],
+            )
+            if deleted != -1:
+                yield from self._forget_ledger(tk, decoded, doomed)
+                return
+        logger.warning(
+            "langgraph-durable: gave up pruning thread %r: it kept being written", tk.thread_id
+        )
+
+    def _forget_ledger(
+        self, tk: ThreadKeys, decoded: dict[str, _Decoded], doomed: set[str]
+    ) -> Plan[None]:
+        """Let the ledger drop the entries of steps no remaining root checkpoint replays
+        (a replay runs the steps after the checkpoint it starts from)."""
+        steps = [
+            d.metadata.get("step")
+            for m, d in decoded.items()
+            if m not in doomed and d.checkpoint_ns == ""
+        ]
+        if doomed and steps and all(isinstance(s, int) for s in steps):
+            yield from forget_replayed(self.keys, tk, self.ttl_arg, min(steps))  # type: ignore[type-var]
+
+    def _newest_valid(self, tk: ThreadKeys, decoded: dict[str, _Decoded]) -> Plan[set[str]]:
+        """Members of the newest checkpoint per namespace whose channel values all verify
+        (one HMGET per round; a second round only where the newest was damaged)."""
+        queues: dict[str, list[_Decoded]] = {}
+        for d in sorted(decoded.values(), key=lambda d: d.checkpoint_id, reverse=True):
+            queues.setdefault(d.checkpoint_ns, []).append(d)
+        pinned: set[str] = set()
+        while queues:
+            candidates = {ns: queue.pop(0) for ns, queue in queues.items()}
+            fields = sorted({f for d in candidates.values() for f in self._blob_fields(d)})
+            values = (yield from self._read_values(tk, fields)) if fields else {}
+            for ns, candidate in candidates.items():
+                valid = self._values_verify(tk, candidate, values)
+                if valid:
+                    pinned.add(candidate.member)
+                if valid or not queues[ns]:
+                    queues.pop(ns)
+        return pinned
+
+
+def _prunable(decoded: dict[str, _Decoded], keep_last: int, pinned: set[str]) -> set[str]:
+    """Members to delete so each namespace keeps its ``keep_last`` newest checkpoints and
+    the ``pinned`` ones, plus the ancestors (and so their writes) their DeltaChannels are
+    rebuilt from."""
+    by_ns: dict[str, list[_Decoded]] = {}
+    for d in decoded.values():
+        by_ns.setdefault(d.checkpoint_ns, []).append(d)
+    keep: set[str] = set()
+    for ns_entries in by_ns.values():
+        ns_entries.sort(key=lambda d: d.checkpoint_id, reverse=True)
+        by_id = {d.checkpoint_id: d for d in ns_entries}
+        for kept in ns_entries[:keep_last] + [d for d in ns_entries if d.member in pinned]:
+            keep.add(kept.member)
+            # counters_since_delta_snapshot: supersteps since each DeltaChannel's last
+            # snapshot, i.e. how far up the parent chain its seed lies.
+            depth = _delta_depth(kept.metadata, whole_chain=len(ns_entries))
+            cursor = kept
+            for _ in range(depth):
+                parent = by_id.get(cursor.parent_id or "")
+                if parent is None:
+                    break
+                keep.add(parent.member)
+                cursor = parent
+    return {m for m in decoded if m not in keep}
+
+
+def _delta_depth(metadata: Mapping[str, Any], *, whole_chain: int) -> int:
+    """How many ancestors a checkpoint's DeltaChannels are rebuilt from. Metadata that
+    does not say it plainly (written by something else) keeps the whole chain: retention
+    never deletes what a read may need."""
+    counters = metadata.get("counters_since_delta_snapshot") or {}
+    try:
+        return max((int(c[1]) for c in counters.values()), default=-1) + 1
+    except (AttributeError, TypeError, ValueError, IndexError, KeyError):
+        logger.warning(
+            "langgraph-durable: unreadable counters_since_delta_snapshot %.80r: retention "
+            "keeps every ancestor of the checkpoint",
+            counters,
+        )
+        return whole_chain

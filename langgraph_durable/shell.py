@@ -1,0 +1,121 @@
+"""Running a plan's operations on a redis-py client: written once for both shells.
+
+Owns how each operation of ``ops.py`` becomes client calls. Theory of operation:
+``PlanShell._steps(plan)`` runs the plan and, for every operation, yields the client
+calls it takes as zero-argument callables (and each ``Emit`` as it is). The sync shell
+calls each one; the async shell awaits what it returns (redis-py's asyncio client has
+the same methods, returning coroutines). A call that raised is thrown back in, so
+catching a reply error is written once too. Rules it keeps:
+  * A script goes as EVALSHA (``scripts.py``). Redis answering NOSCRIPT (restarted,
+    SCRIPT FLUSH) loads the scripts and sends the call again, once: safe because every
+    operation a plan yields is idempotent.
+  * A refused script call is typed through ``reply_codes.py``; a batch raises its first
+    error, typed, unless it asked for ``errors_as_values``.
+  * ``WAIT`` has no key: on a cluster it goes to the node that holds the write's key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+from functools import partial
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from redis.exceptions import ResponseError
+
+from langgraph_durable import hazards, reply_codes
+from langgraph_durable.ops import Batch, Command, Emit, Plan, ScanKeys, Script, WaitReplicas
+from langgraph_durable.scripts import ScriptSet, server_version
+
+if TYPE_CHECKING:
+    from langgraph_durable.core import SaverCore
+
+T = TypeVar("T")
+Call = Callable[[], Any]  # sync shell: returns the reply; async shell: an awaitable of it
+Steps = Generator["Call | Emit[Any]", Any, T]
+
+
+class PlanShell:
+    """What the sync and async savers share to run plans on their client."""
+
+    client: Any
+    cluster: bool
+    core: SaverCore
+    ttl: int | None
+    _scripts: ScriptSet
+
+    def _scan_keys(self, pattern: str) -> Any:
+        """Every key matching ``pattern`` on every node (a list, or a coroutine of one)."""
+        raise NotImplementedError
+
+    def _steps(self, plan: Plan[T]) -> Steps[T]:
+        reply: Any = None
+        while True:
+            try:
+                op = plan.send(reply)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+            if isinstance(op, Emit):
+                yield op
+                reply = None
+            else:
+                reply = yield from self._op_steps(op)
+
+    def _op_steps(self, op: Any) -> Steps[Any]:
+        if isinstance(op, Script):
+            command = self._scripts.command(op.name, op.keys, op.args)
+            for first_try in (True, False):
+                try:
+                    reply = yield partial(self.client.execute_command, *command)
+                except ResponseError as exc:
+                    if first_try and reply_codes.is_noscript(exc):
+                        yield from self._load_scripts()
+                        continue
+                    raise reply_codes.typed(self.core.keys, op, exc) from None
+                return reply
+        if isinstance(op, Command):
+            return (yield partial(self.client.execute_command, *op.args))
+        if isinstance(op, Batch):
+            commands = [
+                self._scripts.command(c.name, c.keys, c.args) if isinstance(c, Script) else c
+                for c in op.commands
+            ]
+            for first_try in (True, False):
+                pipe = self.client.pipeline(transaction=op.atomic)
+                for command in commands:
+                    pipe.execute_command(*command)
+                results = yield partial(pipe.execute, raise_on_error=False)
+                if first_try and any(reply_codes.is_noscript(r) for r in results):
+                    yield from self._load_scripts()
+                    continue
+                error = (
+                    None
+                    if op.errors_as_values
+                    else reply_codes.first_error(self.core.keys, op, results)
+                )
+                if error is not None:
+                    raise error
+                return results
+        if isinstance(op, WaitReplicas):
+            wait = ("WAIT", op.replicas, op.timeout_ms)
+            if self.cluster:
+                node = self.client.get_node_from_key(op.key)
+                return (yield partial(self.client.execute_command, *wait, target_nodes=node))
+            return (yield partial(self.client.execute_command, *wait))
+        if isinstance(op, ScanKeys):
+            return (yield partial(self._scan_keys, op.pattern))
+        raise TypeError(f"unknown operation {op!r}")
+
+    def _load_scripts(self) -> Steps[None]:
+        for source in self._scripts.sources():
+            yield partial(self.client.script_load, source)
+
+    def _setup_steps(self) -> Steps[None]:
+        """Learn the server's version, load the scripts, warn once if Redis may evict."""
+        try:
+            info = yield partial(self.client.info, "server")
+            version = server_version(info)
+        except ResponseError:  # INFO not allowed (ACL): assume Redis 6.2
+            version = None
+        self._scripts = ScriptSet.for_server(version, cluster=self.cluster)
+        yield from self._load_scripts()
+        yield from hazards.eviction_checks(self.client, self.ttl)

@@ -1,0 +1,131 @@
+"""Whole-thread operations: delete, copy, prune, delete by run.
+
+Owns the operations LangGraph's contract adds beyond reads and writes. Rules it keeps:
+  * ``copy_thread`` re-seals every record that verifies under the target's identity
+    (records are bound to their thread) and leaves damaged ones out, logged.
+  * ``delete_thread`` removes every key of the thread in one UNLINK, quarantine and
+    ledger included; the guess of its newest versions is forgotten.
+  * ``prune`` and ``delete_for_runs`` go through retention's guarded deletion.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from langgraph_durable.errors import RecordDamagedError
+from langgraph_durable.keys import KeySchema
+from langgraph_durable.ops import Batch, Command, Plan, Script
+from langgraph_durable.records import _label, _wrong_type_as_empty
+from langgraph_durable.retention import RetentionPlans, _prunable
+
+logger = logging.getLogger("langgraph_durable")
+
+
+class ThreadPlans(RetentionPlans):
+    """The whole-thread plans of ``SaverCore``."""
+
+    def delete_thread(self, thread_id: str) -> Plan[None]:
+        self._newest_versions.forget(str(thread_id))
+        yield Command(("UNLINK", *self.keys.thread(str(thread_id)).with_twins()))
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> Plan[None]:
+        """Copy every checkpoint (the whole parent chain), write, value and tool-ledger
+        entry that verifies.
+
+        Records are re-sealed under the target's identity; damaged ones are not copied.
+        """
+        src = self.keys.thread(str(source_thread_id))
+        dst = self.keys.thread(str(target_thread_id))
+        replies = yield Batch(
+            [
+                ("HGETALL", src.cp),
+                ("HGETALL", src.wr),
+                ("HGETALL", src.bl),
+                ("HGETALL", src.runs),
+                ("HGETALL", src.lg),
+            ],
+            errors_as_values=True,
+        )
+        (cps, wrs, bls, runs, lgs), wrong = _wrong_type_as_empty(replies, ({},) * 5)
+        for i in wrong:
+            logger.error(
+                "langgraph-durable: copy_thread %r -> %r left out %s, which holds the "
+                "wrong type (damaged)",
+                src.thread_id,
+                dst.thread_id,
+                (src.cp, src.wr, src.bl, src.runs, src.lg)[i],
+            )
+        copied_cps: list[Any] = []
+        copied_wrs: list[Any] = []
+        copied_bls: list[Any] = []
+        copied_lgs: list[Any] = []
+        for kind, records, out in (
+            ("cp", cps, copied_cps),
+            ("wr", wrs, copied_wrs),
+            ("bl", bls, copied_bls),
+            ("lg", lgs, copied_lgs),
+        ):
+            for raw_field, record in sorted(records.items()):
+                field_ = _label(raw_field)  # a non-UTF-8 field cannot verify: left out below
+                try:
+                    body = self.envelope.open(
+                        KeySchema.identity(kind, src.thread_id, field_), record
+                    )
+                except RecordDamagedError as exc:
+                    logger.warning(
+                        "langgraph-durable: copy_thread %r -> %r left out a damaged record %s: %s",
+                        src.thread_id,
+                        dst.thread_id,
+                        field_,
+                        exc.reason,
+                    )
+                    continue
+                out += [
+                    field_,
+                    self.envelope.seal(KeySchema.identity(kind, dst.thread_id, field_), body),
+                ]
+                if kind == "cp":
+                    out.append(runs.get(raw_field, b""))
+        if not copied_cps and not copied_lgs:
+            return
+        yield Script(
+            "restore_records",
+            dst.with_twins(),
+            [
+                self.ttl_arg,
+                len(copied_cps) // 3,
+                len(copied_wrs) // 2,
+                len(copied_lgs) // 2,
+                *copied_cps,
+                *copied_wrs,
+                *copied_lgs,
+                *copied_bls,
+            ],
+        )
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> Plan[None]:
+        wanted_runs = {str(r) for r in run_ids}
+        if not wanted_runs:
+            return
+        for thread_id in (yield from self.all_thread_ids()):
+            tk = self.keys.thread(thread_id)
+            runs = yield Command(("HGETALL", tk.runs))
+            doomed = {_label(m) for m, r in runs.items() if _label(r) in wanted_runs}
+            if doomed:
+                yield from self._collect(tk, lambda decoded, pinned, doomed=doomed: doomed)
+
+    def prune(
+        self, thread_ids: Sequence[str], *, strategy: str = "keep_latest", keep_last: int = 1
+    ) -> Plan[None]:
+        if strategy not in ("keep_latest", "delete"):
+            raise ValueError(f"unknown prune strategy {strategy!r}: use 'keep_latest' or 'delete'")
+        for thread_id in thread_ids:
+            if strategy == "delete":
+                yield from self.delete_thread(thread_id)
+                continue
+            tk = self.keys.thread(str(thread_id))
+            yield from self._collect(
+                tk, lambda decoded, pinned: _prunable(decoded, keep_last, pinned), pin_valid=True
+            )

@@ -1,0 +1,184 @@
+"""Writes: ``put`` and ``put_writes``, each one round trip, whole or not at all.
+
+Owns the write conversation. Rules it keeps:
+  * One round trip per write: the changed channel values by plain HSETNX and the
+    write script in one pipeline (MULTI with a ttl, so a value hash never lacks its
+    expiry); the script indexes the checkpoint only once every value it names is stored.
+  * A value never changes under its version, so HSETNX is idempotent and a resend after
+    a dropped connection stores the same bytes again.
+  * Every write carries this context's fencing token (``fencing.py``); the script
+    refuses it when another worker holds the thread or took it over.
+  * A parent that is gone (retention, a restore) is refused (``CheckpointLostError``),
+    never built on; a key of the wrong type is moved to its damaged twin and the write
+    sent again (``LGD_REPAIR``).
+  * With ``wait_for_replicas``, the write is acknowledged by that many replicas or
+    ``NotReplicatedError`` says it was not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    get_serializable_checkpoint_metadata,
+)
+
+from langgraph_durable import inputs, reply_codes
+from langgraph_durable.errors import InvalidConfigError, NotReplicatedError
+from langgraph_durable.fencing import held_token
+from langgraph_durable.inputs import configurable
+from langgraph_durable.keys import ThreadKeys
+from langgraph_durable.ops import Batch, Plan, Script, WaitReplicas
+from langgraph_durable.records import _NO_VALUE, _thread_id, checkpoint_config
+from langgraph_durable.retention import RetentionPlans, _prunable
+
+
+class WritePlans(RetentionPlans):
+    """The write plans of ``SaverCore``."""
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> Plan[RunnableConfig]:
+        conf = configurable(config)
+        thread_id = _thread_id(conf)
+        ns = conf.get("checkpoint_ns", "")
+        parent_id = conf.get("checkpoint_id")
+        inputs.text(checkpoint["id"], "checkpoint['id']")
+        for channel in new_versions:
+            inputs.text(channel, "a channel name in new_versions")
+        tk = self.keys.thread(thread_id)
+        stored = dict(checkpoint)
+        values: dict[str, Any] = stored.pop("channel_values", {})
+        meta = get_serializable_checkpoint_metadata(config, metadata)
+        member = self.keys.checkpoint_member(ns, checkpoint["id"])
+        record = self._seal(
+            "cp",
+            thread_id,
+            member,
+            [parent_id, *self.serde.dumps_typed(stored), *self.serde.dumps_typed(meta)],
+            f"checkpoint {checkpoint['id']!r} (with its metadata)",
+        )
+        upper, lower = self.keys.namespace_range(ns) if self.keep_last else ("", "")
+        # With a parent, the script refuses to build on it once it is gone (CheckpointLostError)
+        kept = (
+            self._fields_of(
+                ns,
+                {c: v for c, v in checkpoint["channel_versions"].items() if c not in new_versions},
+            )
+            if parent_id
+            else []
+        )
+        args: list[Any] = [
+            self.ttl_arg,
+            held_token(self.keys.prefix, thread_id),
+            member,
+            record,
+            str(meta.get("run_id") or ""),
+            lower,
+            upper,
+            self.keys.checkpoint_member(ns, parent_id) if parent_id else "",
+            len(kept),
+            *kept,
+        ]
+        blobs = [  # only changed channels are written
+            (
+                blob_field,
+                self._blob_record(thread_id, blob_field, channel, values.get(channel, _NO_VALUE)),
+            )
+            for channel, version in new_versions.items()
+            for blob_field in (self.keys.blob_field(ns, channel, version),)
+        ]
+        # One round trip: the values by plain HSETNX (a value never changes under its
+        # version, and a fenced-out writer's versions have tails of their own, so it can
+        # only leave orphans), then the script, which indexes the checkpoint only once
+        # they are all there. With a ttl, MULTI keeps a client that dies halfway from
+        # leaving a value hash without an expiry.
+        script = Script("put_checkpoint", tk.for_writes(), [*args, "sent", *(f for f, _ in blobs)])
+        replies = yield Batch(
+            [*(("HSETNX", tk.bl, f, r) for f, r in blobs), script],
+            errors_as_values=True,
+            atomic=bool(self.ttl),
+        )
+        for reply in replies[:-1]:  # a value refused (out of memory...): say why, typed
+            if isinstance(reply, Exception) and not reply_codes.is_wrong_type(reply):
+                raise reply
+        in_namespace = yield from self._write_reply(tk, script, replies[-1])
+        if in_namespace == -1:  # the value hash has the wrong type: repair, values inline
+            inline = [*args, "inline", *(x for blob in blobs for x in blob)]
+            in_namespace = yield Script("put_checkpoint", tk.with_twins(), inline)
+        self._newest_versions.remember((thread_id, ns), checkpoint.get("channel_versions", {}))
+        yield from self.replicated(tk)
+        keep_last = self.keep_last
+        if keep_last and in_namespace > keep_last + max(4, keep_last // 4):
+            # Amortized retention: one collection per keep_last/4 puts, not one per put.
+            yield from self._collect(
+                tk, lambda decoded, pinned: _prunable(decoded, keep_last, pinned), pin_valid=True
+            )
+        return checkpoint_config(thread_id, ns, checkpoint["id"])
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> Plan[None]:
+        conf = configurable(config)
+        thread_id = _thread_id(conf)
+        ns = conf.get("checkpoint_ns", "")
+        checkpoint_id = conf.get("checkpoint_id")
+        if not checkpoint_id:
+            raise InvalidConfigError("put_writes needs config['configurable']['checkpoint_id']")
+        inputs.text(task_id, "task_id")
+        inputs.text(task_path, "task_path")
+        tk = self.keys.thread(thread_id)
+        args: list[Any] = [self.ttl_arg, held_token(self.keys.prefix, thread_id)]
+        for idx, (channel, value) in enumerate(writes):
+            inputs.text(channel, f"the channel of pending write {idx} of task {task_id!r}")
+            special = channel in WRITES_IDX_MAP
+            member = self.keys.write_member(
+                ns, checkpoint_id, task_path, task_id, WRITES_IDX_MAP[channel] if special else idx
+            )
+            what = f"the pending write to channel {channel!r} of task {task_id!r}"
+            args += [
+                member,
+                self._seal_value("wr", thread_id, member, [channel], value, what),
+                "1" if special else "0",
+            ]
+        if len(args) > 2:
+            script = Script("put_writes", tk.for_writes(), args)
+            (reply,) = yield Batch([script], errors_as_values=True)
+            yield from self._write_reply(tk, script, reply)
+            yield from self.replicated(tk)
+
+    def _write_reply(self, tk: ThreadKeys, script: Script, reply: Any) -> Plan[Any]:
+        """A write script's reply. One that found a key of the wrong type (LGD_REPAIR) is
+        sent again with the damaged twins to move it to; other errors are raised, typed."""
+        if reply_codes.needs_repair(reply):
+            return (yield Script(script.name, tk.with_twins(), script.args))
+        if isinstance(reply, Exception):
+            raise reply_codes.typed(self.keys, script, reply)
+        return reply
+
+    def replicated(self, tk: ThreadKeys) -> Plan[None]:
+        """With ``wait_for_replicas``: the write just made reached that many replicas."""
+        if not self.wait_for_replicas:
+            return
+        acked = yield WaitReplicas(tk.cps, self.wait_for_replicas, self.replica_timeout_ms)
+        if int(acked) < self.wait_for_replicas:
+            raise NotReplicatedError(
+                thread_id=tk.thread_id,
+                wanted=self.wait_for_replicas,
+                acknowledged=int(acked),
+                timeout_ms=self.replica_timeout_ms,
+            )
