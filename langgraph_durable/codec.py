@@ -29,6 +29,7 @@ from langgraph_durable.records import (
     EMPTY,
     MALFORMED,
     MISSING_RECORD,
+    Damage,
     _check_shape,
     _Damage,
     _Decoded,
@@ -136,7 +137,7 @@ class RecordCodec:
         except (RecordDamagedError, ValueError) as exc:
             reason = getattr(exc, "reason", "undecodable body")
             why = reason
-            if reason == "missing":
+            if Damage.of(reason) is Damage.MISSING:
                 # Indexed without a record (evicted, a bad restore): the member leaves the
                 # index, so no later read walks it again. Not indexed: never stored,
                 # deleted, or quarantined before (its entry says why).

@@ -22,6 +22,7 @@ from langgraph_durable.reads import ReadPlans
 from langgraph_durable.records import (
     _NO_VALUE,
     LIST_PAGE,
+    Damage,
     _Damage,
     _Decoded,
     _label,
@@ -59,7 +60,7 @@ class DeltaHistoryPlans(ReadPlans):
         )
         target = self._decode_entry(tk, entries[0]) if entries else None
         if isinstance(target, _Damage):
-            if target.reason != "missing":
+            if Damage.of(target.reason) is not Damage.MISSING:
                 raise CheckpointCorruptedError(
                     thread_id=thread_id,
                     checkpoint_ns=ns,
@@ -130,7 +131,7 @@ class DeltaHistoryPlans(ReadPlans):
                     try:
                         value = self._open_value("bl", thread_id, blob_field, blobs.get(blob_field))
                     except RecordDamagedError as exc:
-                        if exc.reason == "missing":
+                        if Damage.of(exc.reason) is Damage.MISSING:
                             continue
                         raise CheckpointCorruptedError(
                             thread_id=thread_id,

@@ -22,7 +22,13 @@ from langgraph_durable.errors import CheckpointCorruptedError, UnreadableThreadE
 from langgraph_durable.inputs import configurable
 from langgraph_durable.ops import Command, Plan
 from langgraph_durable.reads import ReadPlans
-from langgraph_durable.records import _CONFIG_REASONS, _Damage, _quarantine_reason, _thread_id
+from langgraph_durable.records import (
+    Damage,
+    _Damage,
+    _quarantine_reason,
+    _thread_id,
+    may_be_configuration,
+)
 from langgraph_durable.reports import RecoveryReport, SkippedCheckpoint
 
 logger = logging.getLogger("langgraph_durable")
@@ -44,7 +50,7 @@ class FallbackPlans(ReadPlans):
                 return None
             result = results[0]
             if isinstance(result, _Damage):
-                if result.reason == "missing" and result.key == tk.cp:
+                if Damage.of(result.reason) is Damage.MISSING and result.key == tk.cp:
                     # Never stored, deleted, or quarantined by an earlier read: only the
                     # last one is damage, and the quarantine remembers why.
                     quarantined = yield Command(
@@ -76,7 +82,7 @@ class FallbackPlans(ReadPlans):
             if not results and fetched:
                 continue  # deleted while read (retention, delete_thread): read again
             if not results:
-                if any(s.reason.startswith(_CONFIG_REASONS) for s in report.skipped):
+                if any(may_be_configuration(s.reason) for s in report.skipped):
                     self.recovery_reports[(thread_id, ns)] = report
                     raise UnreadableThreadError(
                         thread_id=thread_id,

@@ -7,7 +7,7 @@ importing this module without it raises ``ImportError`` naming the extra.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 try:
     from langchain.agents.middleware import AgentMiddleware
@@ -17,14 +17,21 @@ except ImportError as exc:  # pragma: no cover - exercised only without langchai
         "pip install 'langgraph-durable[agents]'"
     ) from exc
 
-if TYPE_CHECKING:
-    from langgraph_durable.ledger import ToolLedger
+
+class ToolCallWrapper(Protocol):
+    """What the middleware routes tool calls through (``ToolLedger`` is one)."""
+
+    def wrap_tool_call(self, request: Any, execute: Callable[[Any], Any]) -> Any: ...
+
+    async def awrap_tool_call(
+        self, request: Any, execute: Callable[[Any], Awaitable[Any]]
+    ) -> Any: ...
 
 
 class LedgerMiddleware(AgentMiddleware):
     """Routes every tool call of a ``create_agent`` agent through a ``ToolLedger``."""
 
-    def __init__(self, ledger: ToolLedger) -> None:
+    def __init__(self, ledger: ToolCallWrapper) -> None:
         super().__init__()
         self.ledger = ledger
 

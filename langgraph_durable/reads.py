@@ -30,9 +30,9 @@ from langgraph_durable.errors import RecordDamagedError
 from langgraph_durable.keys import ThreadKeys
 from langgraph_durable.ops import Batch, Plan, ScanKeys, Script
 from langgraph_durable.records import (
-    _CONFIG_REASONS,
     _NO_VALUE,
     MALFORMED,
+    Damage,
     _Damage,
     _Decoded,
     _hmget,
@@ -72,7 +72,8 @@ class ReadPlans(RecordCodec):
                 value = self._open_value("bl", tk.thread_id, blob_field, blobs.get(blob_field))
             except RecordDamagedError as exc:
                 reason = f"{exc.reason} channel value {channel!r}@{version}"
-                quarantine = [] if exc.reason == "missing" else [("bl", blob_field, exc.reason)]
+                missing = Damage.of(exc.reason) is Damage.MISSING
+                quarantine = [] if missing else [("bl", blob_field, exc.reason)]
                 quarantine.append(("cp", decoded.member, reason))
                 return _Damage(decoded.member, decoded.checkpoint_id, tk.bl, reason, quarantine)
             if value is not _NO_VALUE:
@@ -270,7 +271,8 @@ class ReadPlans(RecordCodec):
         args: list[Any] = []
         moves = [m for damage in damaged for m in damage.quarantine] + list(dropped_writes)
         for kind, field_, reason in moves:
-            if (kind == "cp" and reason == "missing") or reason.startswith(_CONFIG_REASONS):
+            damage = Damage.of(reason)
+            if (kind == "cp" and damage is Damage.MISSING) or damage.may_be_configuration:
                 continue  # gone already (its quarantine entry says why) / maybe not damage
             args += [kind, field_, self.keys.quarantine_field(kind, _label(field_)), reason]
         if args:

@@ -2,8 +2,8 @@
 
 Owns: the result of decoding one checkpoint entry (``_Decoded``, or ``_Damage`` naming
 the key, the reason and what to quarantine), the damage reasons the plans branch on
-(``MALFORMED``, ``NOT_INDEXED``, ``MISSING_RECORD``, and ``_CONFIG_REASONS``: failures
-that may be this reader's configuration, never quarantined), the shape check a verified
+(``Damage``, and which of them may be this reader's configuration, never
+quarantined), the shape check a verified
 checkpoint must pass before anything trusts it, and reply helpers (a damaged key of the
 wrong type reads as empty). No I/O, no plans.
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
 import msgpack
@@ -25,15 +26,68 @@ from langgraph_durable.keys import KeySchema, ThreadKeys
 EMPTY = "empty"  # serde type of a channel that has a version but no value
 LIST_PAGE = 32  # checkpoints fetched per round trip by list()
 PLAN_RETRIES = 5  # guarded deletions re-planned when a writer raced them
-# Damage that may be this reader's configuration, not the record (its keys, its format
-# version, its serializer or allowlist): skipped and reported, never quarantined.
-_CONFIG_REASONS = (
-    "bad signature",
-    "unknown format version",
-    "unknown algorithm",
-    "refused",
-    "undeserializable",
+
+
+class Damage(str, Enum):
+    """Why a record could not be used: the kinds the plans branch on.
+
+    A reason is text (reports, logs and quarantine entries carry it, with details after
+    the kind, as in "refused type x.Y (not in the msgpack allowlist)"); ``Damage.of``
+    reads its kind back, so no plan compares reason strings itself."""
+
+    MISSING = "missing"
+    TRUNCATED = "truncated"
+    NOT_A_RECORD = "not a langgraph-durable record"
+    UNKNOWN_FORMAT = "unknown format version"
+    UNKNOWN_ALGORITHM = "unknown algorithm"
+    BAD_SIGNATURE = "bad signature"
+    CHECKSUM_MISMATCH = "checksum mismatch"
+    UNDECODABLE = "undecodable body"
+    MALFORMED_CHECKPOINT = "malformed checkpoint"
+    REFUSED = "refused"
+    UNDESERIALIZABLE = "undeserializable"
+    MALFORMED_MEMBER = "malformed index member"
+    NOT_INDEXED = "record not in the index"  # its index key was evicted or lost: reindex.lua
+    MISSING_RECORD = "missing record"  # indexed, but the record is gone
+    QUARANTINED = "quarantined"
+    OTHER = "other"
+
+    __str__ = str.__str__  # the text itself, in logs and f-strings, on every Python
+    __format__ = str.__format__
+
+    @classmethod
+    def of(cls, reason: str) -> Damage:
+        """The kind a reason text starts with (the longest that matches), else OTHER."""
+        for kind in _BY_LENGTH:
+            if reason.startswith(kind.value):
+                return kind
+        return cls.OTHER
+
+    @property
+    def may_be_configuration(self) -> bool:
+        """Damage that may be this reader's configuration, not the record (its keys, its
+        format version, its serializer or allowlist): skipped and reported, never
+        quarantined."""
+        return self in _CONFIGURATION
+
+
+_BY_LENGTH = sorted(Damage, key=lambda kind: len(kind.value), reverse=True)
+_CONFIGURATION = frozenset(
+    {
+        Damage.BAD_SIGNATURE,
+        Damage.UNKNOWN_FORMAT,
+        Damage.UNKNOWN_ALGORITHM,
+        Damage.REFUSED,
+        Damage.UNDESERIALIZABLE,
+    }
 )
+MALFORMED = Damage.MALFORMED_MEMBER
+NOT_INDEXED = Damage.NOT_INDEXED
+MISSING_RECORD = Damage.MISSING_RECORD
+
+
+def may_be_configuration(reason: str) -> bool:
+    return Damage.of(reason).may_be_configuration
 
 
 @dataclass
@@ -73,11 +127,6 @@ def _task_of(keys: KeySchema, write_member: str) -> str | None:
         return keys.parse_write_member(write_member).task_id
     except ValueError:
         return None
-
-
-MALFORMED = "malformed index member"
-NOT_INDEXED = "record not in the index"  # its index key was evicted or lost: reindex.lua
-MISSING_RECORD = "missing record"
 
 
 def _thread_id(conf: Mapping[str, Any]) -> str:

@@ -2,16 +2,19 @@
 
 Owns the choice of what a repair moves, so that reads can be opened without ever
 writing (``repair_on_read=False``, as the command line does) and damage is moved only
-when asked (``langgraph-durable verify --repair``). A plan, like those of ``core``.
+when asked (``langgraph-durable verify --repair``). A plan, like those of ``SaverCore``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from langgraph_durable.core import SaverCore
 from langgraph_durable.ops import Batch, Plan, Script
-from langgraph_durable.records import _CONFIG_REASONS, NOT_INDEXED
+from langgraph_durable.records import NOT_INDEXED, may_be_configuration
+
+if TYPE_CHECKING:
+    from langgraph_durable.core import SaverCore
 
 
 @dataclass
@@ -42,7 +45,7 @@ def repair(core: SaverCore, thread_id: str) -> Plan[RepairReport]:
     moves: dict[tuple[str, str], str] = {}  # (kind, field) -> reason
     reindex = False
     for finding in found.findings:
-        if finding.reason.startswith(_CONFIG_REASONS):
+        if may_be_configuration(finding.reason):
             why = f"may be this reader's configuration: {finding.reason}"
             result.left.append((finding.kind, finding.field, why))
         elif finding.kind == "index" and finding.reason == NOT_INDEXED:

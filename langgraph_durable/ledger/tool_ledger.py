@@ -361,6 +361,7 @@ class ToolLedger(LedgerPlans):
         return entries
 
     async def aentries(self, thread_id: str) -> list[LedgerEntry]:
+        """``entries`` for async code."""
         entries, _, _ = await self.saver.adrive(self._read(str(thread_id), ("-", "+")))
         return entries
 

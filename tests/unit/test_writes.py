@@ -1,0 +1,122 @@
+"""Writes, fencing and the reply-code table, driven by hand."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from langgraph.checkpoint.base import empty_checkpoint
+from redis.exceptions import ResponseError
+
+from langgraph_durable import fencing
+from langgraph_durable.errors import (
+    CheckpointLostError,
+    LeaseHeldError,
+    LeaseLostError,
+    NotReplicatedError,
+)
+from langgraph_durable.fencing import Lease
+from langgraph_durable.ops import Batch, Script, WaitReplicas
+from tests.unit.scripted import PREFIX, THREAD, config, drive, make_core
+
+
+def put_plan(core: Any, parent: str | None = None) -> Any:
+    checkpoint = empty_checkpoint()
+    checkpoint["channel_values"] = {"a": 1, "b": 2}
+    checkpoint["channel_versions"] = {"a": "1.0", "b": "1.0"}
+    return core.put(config(parent), checkpoint, {"step": 1}, {"a": "1.0", "b": "1.0"})
+
+
+def test_put_is_one_round_trip_whole_or_not_at_all() -> None:
+    core = make_core(ttl=60)
+    stored, (batch,) = drive(put_plan(core), ("batch:HSETNX,HSETNX,put_checkpoint", [1, 1, 1]))
+    assert batch.atomic, "with a ttl, MULTI: a value hash never lacks its expiry"
+    script = batch.commands[-1]
+    assert script.args[0] == 60 and script.args[1] == ""  # ttl, no lease held
+    assert stored["configurable"]["thread_id"] == THREAD
+
+
+def test_writes_in_a_lease_carry_its_token() -> None:
+    core = make_core()
+    binding = fencing.bind(PREFIX, THREAD, "42")
+    try:
+        _, (batch,) = drive(put_plan(core), ("batch:HSETNX,HSETNX,put_checkpoint", [1, 1, 1]))
+    finally:
+        fencing.unbind(binding)
+    assert batch.commands[-1].args[1] == "42"
+    assert fencing.held_token(PREFIX, THREAD) == ""
+
+
+@pytest.mark.parametrize(
+    ("refusal", "error", "fields"),
+    [
+        ("LGD_LEASED host:1:ab 1500", LeaseHeldError, {"holder": "host:1:ab", "expires_in": 1.5}),
+        ("LGD_FENCED 5 7", LeaseLostError, {"token": "5", "newest": "7"}),
+        ("LGD_FENCED 5 none", LeaseLostError, {"newest": None}),
+        ("LGD_LOST", CheckpointLostError, {"missing": "the checkpoint is not in the index"}),
+    ],
+)
+def test_a_refused_write_raises_the_typed_error_of_its_code(
+    refusal: str, error: type[Exception], fields: dict[str, Any]
+) -> None:
+    core = make_core()
+    with pytest.raises(error) as raised:
+        drive(
+            put_plan(core, parent="p1"),
+            ("batch:HSETNX,HSETNX,put_checkpoint", [1, 1, ResponseError(refusal)]),
+        )
+    for name, value in fields.items():
+        assert getattr(raised.value, name) == value
+    assert raised.value.thread_id == THREAD
+
+
+def test_a_key_of_the_wrong_type_is_repaired_and_the_write_sent_again() -> None:
+    core = make_core()
+    tk = core.keys.thread(THREAD)
+    _, ops = drive(
+        put_plan(core),
+        ("batch:HSETNX,HSETNX,put_checkpoint", [1, 1, ResponseError("LGD_REPAIR wix")]),
+        ("put_checkpoint", 1),
+    )
+    first, again = ops[0].commands[-1], ops[1]
+    assert isinstance(again, Script) and again.args == first.args
+    assert again.keys == tk.with_twins() and first.keys == tk.for_writes()
+
+
+def test_put_waits_for_replicas_and_says_when_too_few_acknowledged() -> None:
+    core = make_core(wait_for_replicas=2, replica_timeout_ms=50)
+    with pytest.raises(NotReplicatedError) as raised:
+        drive(
+            put_plan(core),
+            ("batch:HSETNX,HSETNX,put_checkpoint", [1, 1, 1]),
+            ("WaitReplicas", 1),
+        )
+    assert (raised.value.wanted, raised.value.acknowledged) == (2, 1)
+
+
+def test_put_writes_sends_every_write_in_one_script_call() -> None:
+    core = make_core()
+    plan = core.put_writes(config("c1"), [("a", 1), ("__error__", "e")], "task", "~0")
+    _, (batch,) = drive(plan, ("batch:put_writes", [1]))
+    (script,) = batch.commands
+    members, specials = script.args[2::3], script.args[4::3]
+    assert len(members) == 2 and specials == ["0", "1"]  # a special channel overwrites
+
+
+def test_lease_plans_hand_out_tokens_and_name_the_holder() -> None:
+    core = make_core()
+    lease = Lease(THREAD, "me", ttl=3.0)
+    token, (op,) = drive(core.acquire_lease(lease), ("lease", [1, b"9"]))
+    assert token == "9" and op.args[:3] == ["acquire", "me", 3000]
+    with pytest.raises(LeaseHeldError) as raised:
+        drive(core.acquire_lease(lease), ("lease", [0, b"other:1:x", 2500]))
+    assert raised.value.holder == "other:1:x" and raised.value.expires_in == 2.5
+    lease.token = "9"
+    renewed, (op,) = drive(core.renew_lease(lease), ("lease", 0))
+    assert renewed is False and op.args[3] == "9"
+
+
+def test_an_op_of_a_batch_is_counted_once() -> None:
+    """Round trips are what a plan yields: a batch is one, whatever it holds."""
+    _, ops = drive(put_plan(make_core()), ("batch:HSETNX,HSETNX,put_checkpoint", [1, 1, 1]))
+    assert len(ops) == 1 and isinstance(ops[0], Batch) and not isinstance(ops[0], WaitReplicas)
