@@ -70,4 +70,6 @@ class Emit(Generic[T]):
     item: T
 
 
-Plan = Generator[Any, Any, T]
+# What a plan may yield, and a plan: yields Ops, is sent each reply, returns a T.
+Op = Script | Command | Batch | WaitReplicas | ScanKeys | Emit[Any]
+Plan = Generator[Op, Any, T]
