@@ -20,10 +20,10 @@ from typing import Any, TypeVar
 import redis
 import redis.asyncio
 
+from tests.helpers.redis_keys import delete_matching
+
 ROOT = Path(__file__).resolve().parent.parent
 T = TypeVar("T")
-
-
 K = TypeVar("K")
 
 
@@ -231,22 +231,6 @@ def pick_redis_url() -> str:
         from langgraph_durable.embedded import resolve_url
 
         return resolve_url(None)
-
-
-def delete_matching(client: redis.Redis, pattern: str) -> int:
-    removed, batch = 0, []
-    for key in client.scan_iter(match=pattern, count=1000):
-        batch.append(key)
-        if len(batch) >= 500:
-            removed += client.unlink(*batch)
-            batch = []
-    if batch:
-        removed += client.unlink(*batch)
-    return removed
-
-
-def _glob(text: str) -> str:
-    return "".join("\\" + c if c in "*?[]\\" else c for c in text)
 
 
 # key -> (label, family, mode). Families group the sync and async flavour of one package.

@@ -12,9 +12,10 @@ import redis.asyncio
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 
-from benchmarks.harness import Bench, Skip, _glob, server_version
+from benchmarks.harness import Bench, Skip, server_version
 from langgraph_durable import AsyncRedisSaver, RedisSaver
 from langgraph_durable.keys import escape_thread_id
+from tests.helpers.redis_keys import glob_escape
 
 Opened = tuple[BaseCheckpointSaver, Callable[[str], list[str]] | None]
 
@@ -67,7 +68,7 @@ def open_durable(b: Bench, key: str, mode: str) -> Opened:
     prefix = b.prefix(key)
 
     def patterns(thread_id: str) -> list[str]:
-        return [f"{_glob(prefix)}:{{{_glob(escape_thread_id(thread_id))}}}:*"]
+        return [f"{glob_escape(prefix)}:{{{glob_escape(escape_thread_id(thread_id))}}}:*"]
 
     if mode == "sync":
         return b.stack.enter_context(
@@ -87,7 +88,7 @@ def open_valkey(b: Bench, key: str, mode: str) -> Opened:
         raise Skip("langgraph-checkpoint-aws[valkey] not installed") from exc
 
     def patterns(thread_id: str) -> list[str]:
-        t = _glob(thread_id)
+        t = glob_escape(thread_id)
         return [f"checkpoint:{{{t}}}:*", f"writes:{{{t}}}:*", f"thread:{{{t}}}:*"]
 
     if mode == "sync":
@@ -112,7 +113,7 @@ def open_plainredis(b: Bench, key: str, mode: str) -> Opened:
     prefix = b.prefix(key)
 
     def patterns(thread_id: str) -> list[str]:
-        return [f"{_glob(prefix)}:*:{_glob(thread_id)}:*"]
+        return [f"{glob_escape(prefix)}:*:{glob_escape(thread_id)}:*"]
 
     if mode == "sync":
         saver = PlainSync(url=b.redis_url, prefix=prefix)
@@ -158,7 +159,7 @@ def open_redis_official(b: Bench, key: str, mode: str) -> Opened:
         )
     )
     saver.setup()  # note: its search indexes are not keys; cleanup leaves them
-    return saver, lambda thread_id: [f"*{_glob(thread_id)}*"]
+    return saver, lambda thread_id: [f"*{glob_escape(thread_id)}*"]
 
 
 OPENERS: dict[str, Callable[[Bench, str, str], Opened]] = {

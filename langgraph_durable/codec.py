@@ -36,10 +36,10 @@ from langgraph_durable.records import (
     _label,
     _text,
 )
+from langgraph_durable.serde import accepted_types, load
 
 if TYPE_CHECKING:
     from langgraph_durable.reports import RecoveryReport
-from langgraph_durable.serde import accepted_types, load
 
 
 class RecordCodec:

@@ -9,7 +9,6 @@ contract over these options is in ``base.py``.
 from __future__ import annotations
 
 import copy
-import logging
 import random
 from collections.abc import Collection, Sequence
 
@@ -24,7 +23,6 @@ from langgraph_durable.reports import RecoveryReport
 from langgraph_durable.serde import AllowedTypes, default_serde, warn_if_permissive
 
 DEFAULT_KEY_PREFIX = "lgd"
-logger = logging.getLogger("langgraph_durable")
 
 
 class SaverOptions(BaseCheckpointSaver[str]):

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from langgraph_durable.ops import Batch, Plan, Script
-from langgraph_durable.records import NOT_INDEXED, may_be_configuration
+from langgraph_durable.records import NOT_INDEXED, _label, may_be_configuration
 
 if TYPE_CHECKING:
     from langgraph_durable.core import SaverCore
@@ -41,7 +41,7 @@ def repair(core: SaverCore, thread_id: str) -> Plan[RepairReport]:
     if not found.findings:
         return result
     write_index, write_fields = yield Batch([("ZRANGE", tk.wix, 0, -1), ("HKEYS", tk.wr)])
-    writes = {_text(m) for m in write_index} | {_text(f) for f in write_fields}
+    writes = {_label(m) for m in write_index} | {_label(f) for f in write_fields}
     moves: dict[tuple[str, str], str] = {}  # (kind, field) -> reason
     reindex = False
     for finding in found.findings:
@@ -85,7 +85,3 @@ def _siblings(core: SaverCore, write_member: str, writes: set[str]) -> list[str]
         if other != write_member and same == (own.checkpoint_ns, own.checkpoint_id, own.task_id):
             siblings.append(other)
     return siblings
-
-
-def _text(value: str | bytes) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value

@@ -13,16 +13,17 @@ def glob_escape(text: str) -> str:
     return "".join("\\" + c if c in "*?[]\\" else c for c in text)
 
 
-def delete_matching(client: redis.Redis, pattern: str) -> None:
-    """Delete every key matching ``pattern``, 500 per UNLINK."""
-    batch = []
+def delete_matching(client: redis.Redis, pattern: str) -> int:
+    """Delete every key matching ``pattern``, 500 per UNLINK; how many were deleted."""
+    removed, batch = 0, []
     for key in client.scan_iter(match=pattern, count=1000):
         batch.append(key)
         if len(batch) >= 500:
-            client.unlink(*batch)
+            removed += client.unlink(*batch)
             batch.clear()
     if batch:
-        client.unlink(*batch)
+        removed += client.unlink(*batch)
+    return removed
 
 
 def delete_prefix(client: redis.Redis, prefix: str) -> None:
