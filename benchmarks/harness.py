@@ -36,7 +36,7 @@ MICRO_MESSAGES = 100  # messages in the newest checkpoint of the micro thread (~
 LENGTH_MESSAGES = 10  # smaller state for (c): savers that copy the whole state per
 
 
-MICRO_FIGURES = ("put", "put_writes", "get_tuple", "list10")
+MICRO_FIGURES = ("put", "put_writes", "get_tuple", "list10", "list10_any_ns")
 
 
 class Skip(Exception):

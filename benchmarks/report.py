@@ -159,6 +159,12 @@ def targets(r: dict[str, Any]) -> list[dict[str, Any]]:
         if m:
             check(f"{label} get_tuple vs InMemorySaver", m["get_tuple_ratio"], 1.15)
             check(f"{label} list10 vs InMemorySaver", m["list10_ratio"], 1.0)
+            if "list10_any_ns_ratio" in m:
+                check(
+                    f"{label} list10 without a namespace vs InMemorySaver",
+                    m["list10_any_ns_ratio"],
+                    1.1,
+                )
         growth = r.get("length", {}).get("savers", {}).get(key, {}).get("growth")
         if growth:
             for f in MICRO_FIGURES:

@@ -14,6 +14,11 @@ make ``T`` the Redis Cluster hash tag, so every key of a thread lives in one slo
     P:{T}:lg    HASH  ledger field -> enveloped tool-call ledger entry
     P:{T}:lgx   ZSET  ledger index, score 0, members == ledger fields:  ns SEP step
                       SEP task SEP call position SEP tool name SEP args hash
+    P:{T}:sub   ZSET  timeline of the subgraph namespaces, score 0, members
+                      checkpoint_id SEP ns for every ``cps`` member whose ns is not ""
+                      (its "timeline member"): with ``cps``' root range, it gives every
+                      namespace's checkpoints newest first by id in O(log n) (``list``
+                      without a namespace); a graph without subgraphs leaves it empty
     P:{T}:<kind>:damaged  a key a write found holding the wrong type, moved aside
     P:{T}:lease STRING  owner SEP fencing token of the worker holding the thread, with a
                       PX expiry (see lease.py)
@@ -40,7 +45,7 @@ SEP = "\x00"
 _SEP_AFTER = "\x01"  # the smallest string greater than every "... SEP ..." continuation
 _IDX_OFFSET = 2**31  # write indexes are negative for special channels (-1..-4)
 
-THREAD_KEY_KINDS = ("cps", "wix", "cp", "wr", "bl", "runs", "qt", "lg", "lgx")
+THREAD_KEY_KINDS = ("cps", "wix", "cp", "wr", "bl", "runs", "qt", "lg", "lgx", "sub")
 _THREAD_MARKING_KINDS = frozenset({"cps", "cp", "lg", "lgx"})
 # Not data: the lease expires on its own clock, so the thread's ttl must never touch it.
 LEASE_KEY_KINDS = ("lease", "fence")
@@ -90,6 +95,7 @@ class ThreadKeys:
     qt: str
     lg: str
     lgx: str
+    sub: str
     lease: str
     fence: str
 
@@ -123,6 +129,7 @@ class ThreadKeys:
             self.qt,
             self.lg,
             self.lgx,
+            self.sub,
         )
 
     @cached_property
@@ -216,6 +223,12 @@ class KeySchema:
             else "(" + _escape_component(checkpoint_ns) + _SEP_AFTER
         )
         return upper, "[" + ns
+
+    def timeline_cursor(self, before_id: str) -> str:
+        """The ``list`` cursor (exclusive) over every namespace that starts just before
+        checkpoint ``before_id``: ``read_checkpoints.lua`` mode "all" walks timeline
+        members (``checkpoint_id SEP ns``) below it."""
+        return _escape_component(before_id)
 
     # -- write members ------------------------------------------------------------------
     def write_member(

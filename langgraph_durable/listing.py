@@ -4,8 +4,12 @@ Owns listing. Rules it keeps:
   * One namespace (the common call) walks the sorted index with ZREVRANGEBYLEX, a page of
     ``LIST_PAGE`` checkpoints (or fewer, for a small ``limit``) per round trip: reads cost
     O(log n) in the length of the thread plus the page.
-  * Every namespace of a thread, or one checkpoint id, reads the index once and the
-    chosen records a page at a time.
+  * Every namespace of a thread walks the root namespace's range of the index merged
+    with the timeline of the subgraph namespaces (``sub``, keys.py) in the read script:
+    the same O(log n) plus the page. The order is newest id first; equal ids (rare: ids
+    are uuid6) by namespace, descending.
+  * One checkpoint id without a namespace reads the index once and the chosen records
+    a page at a time.
   * ``list(None)`` walks every thread of the key prefix (a SCAN: an operator's call).
   * A damaged checkpoint is logged and skipped; ``limit`` counts only what is returned.
 """
@@ -78,20 +82,27 @@ class ListingPlans(ReadPlans):
             left = remaining[0]
             return LIST_PAGE if filter or left is None else max(1, min(LIST_PAGE, left))
 
-        if ns is not None and not checkpoint_id:
-            # One namespace: walk the sorted index newest first, a page per round trip.
-            cursor = before_id
+        if not checkpoint_id:
+            # Walk the sorted index newest first, a page per round trip: one namespace's
+            # range, or every namespace's in timeline order (the read script merges them).
+            cursor: Any = before_id
+            if ns is None and before_id:
+                cursor = self.keys.timeline_cursor(before_id)
             while True:
-                upper, lower = self.keys.namespace_range(ns, cursor)
                 size = page_size()
-                results, fetched = yield from self._read(tk, ["range", upper, lower, size], wanted)
+                if ns is None:
+                    args = ["all", cursor or "", size]
+                else:
+                    upper, lower = self.keys.namespace_range(ns, cursor)
+                    args = ["range", upper, lower, size]
+                results, fetched = yield from self._read(tk, args, wanted)
                 for result in results:
                     if (yield from self._emit(tk, result, remaining)):
                         return
                 if len(fetched) < size:
                     return
                 cursor = fetched[-1]
-        # Every namespace of the thread (or one checkpoint id): newest first by id.
+        # One checkpoint id (in any namespace): read the index, newest first by id.
         wrongtype, members, unindexed = yield Script("read_index", tk.all(), [])
         self._log_wrongtype(tk, wrongtype)
         if unindexed and (yield from self._reindex(tk, unindexed)):
@@ -110,10 +121,10 @@ class ListingPlans(ReadPlans):
                 continue
             if before_id and m_id >= before_id:
                 continue
-            chosen.append((m_id, member))
-        chosen.sort(key=lambda pair: pair[0], reverse=True)
+            chosen.append((m_id, m_ns, member))
+        chosen.sort(reverse=True)  # the order of the walk over every namespace above
         for start in range(0, len(chosen), LIST_PAGE):
-            page = [member for _, member in chosen[start : start + LIST_PAGE]]
+            page = [member for _, _, member in chosen[start : start + LIST_PAGE]]
             results, _ = yield from self._read(tk, ["members", *page], wanted)
             for result in results:
                 if (yield from self._emit(tk, result, remaining)):

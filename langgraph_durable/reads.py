@@ -152,8 +152,10 @@ class ReadPlans(RecordCodec):
 
         The values of ``guess`` (blob fields) are read in the same round trip as the
         records; when they are all the checkpoints need, that is the only round trip.
-        Returns the results in index order, and the ids of every checkpoint the index
-        returned (matching ``wanted`` or not), oldest last: the next page's cursor.
+        Returns the results in index order, and the cursor of every checkpoint the index
+        returned (matching ``wanted`` or not), oldest last, the next page starting below
+        the last: its id, or for a walk of every namespace (mode "all"), its timeline
+        member (``keys.py``).
         """
         entries, blobs = yield from self._read_entries(tk, args, guess)
         decoded = [self._decode_entry(tk, entry) for entry in entries]
@@ -189,7 +191,9 @@ class ReadPlans(RecordCodec):
         dropped = [w for d in selected if isinstance(d, _Decoded) for w in d.dropped_writes]
         if (damaged or dropped) and self.repair_on_read:
             yield from self._quarantine(tk, damaged, dropped)
-        return results, [d.checkpoint_id for d in decoded]
+        return results, [
+            entry[4] if len(entry) > 4 else d.checkpoint_id for entry, d in zip(entries, decoded)
+        ]
 
     def _read_entries(
         self, tk: ThreadKeys, args: list[Any], guess: Sequence[str] = ()

@@ -79,7 +79,8 @@ def fill_thread(
 
 
 def micro_steps(h: Handle, st: ThreadState, i: int) -> list[Step]:
-    """One round of (b): put one changed channel, put_writes, get_tuple latest, list 10."""
+    """One round of (b): put one changed channel, put_writes, get_tuple latest, list 10 in
+    the root namespace and in every namespace."""
     cp, md, nv = st.next_checkpoint(h.saver)
     writes = [("messages", st.messages[-1]), ("counter", i)]
     return [
@@ -87,6 +88,11 @@ def micro_steps(h: Handle, st: ThreadState, i: int) -> list[Step]:
         ("put_writes", lambda c: h.put_writes(c["put"], writes, f"task-{i}")),
         ("get_tuple", lambda c: h.get_tuple(st.latest)),
         ("list10", lambda c: h.list(st.latest, limit=10)),
+        # what LangGraph Server's history calls: no checkpoint_ns, every namespace
+        (
+            "list10_any_ns",
+            lambda c: h.list({"configurable": {"thread_id": st.thread_id}}, limit=10),
+        ),
     ]
 
 

@@ -1,14 +1,32 @@
 -- Shared prelude, prepended to every script by langgraph_durable/scripts.py.
 -- KEYS of every thread script, in this order (langgraph_durable.keys.ThreadKeys):
---   1 cps  2 wix  3 cp  4 wr  5 bl  6 runs  7 qt  8 lg  9 lgx   (ThreadKeys.all)
--- then for write scripts 10 the lease and 11 the fence (see lease.lua; for_writes), and
+--   1 cps  2 wix  3 cp  4 wr  5 bl  6 runs  7 qt  8 lg  9 lgx  10 sub   (ThreadKeys.all)
+-- then for write scripts 11 the lease and 12 the fence (see lease.lua; for_writes), and
 -- for scripts that move keys of the wrong type aside, the "damaged" twin of each of the
--- nine at TWIN + i (with_twins), so a write never fails on a damaged key and never
+-- ten at TWIN + i (with_twins), so a write never fails on a damaged key and never
 -- destroys its contents. Write scripts get the twins only once they need them: they
 -- answer LGD_REPAIR and the caller sends them again with the twins.
-local K_CPS, K_WIX, K_CP, K_WR, K_BL, K_RUNS, K_QT, K_LG, K_LGX = 1, 2, 3, 4, 5, 6, 7, 8, 9
-local K_LEASE, K_FENCE = 10, 11
+local K_CPS, K_WIX, K_CP, K_WR, K_BL, K_RUNS, K_QT, K_LG, K_LGX, K_SUB = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10
+local K_LEASE, K_FENCE = 11, 12
 local TWIN = K_FENCE
+
+-- A checkpoint member is  ns SEP id; its timeline member (the sub index, keys.py) is
+-- id SEP ns. Neither escaped part holds a SEP, so the last SEP of a checkpoint member and
+-- the first of a timeline member split them, and each function undoes the other even for
+-- a malformed member (a member without SEP maps to itself). Root checkpoints (ns "")
+-- have no timeline member: nil.
+local function timeline_of(member)
+  local cut = string.find(member, '%z[^%z]*$')
+  if cut == 1 then return nil end
+  if not cut then return member end
+  return string.sub(member, cut + 1) .. '\0' .. string.sub(member, 1, cut - 1)
+end
+
+local function member_of(timeline)
+  local cut = string.find(timeline, '\0', 1, true)
+  if not cut then return timeline end
+  return string.sub(timeline, cut + 1) .. '\0' .. string.sub(timeline, 1, cut - 1)
+end
 
 -- Refresh the TTL of every key of the thread, so nothing the thread still references
 -- (an old channel value of the newest checkpoint) expires before the thread does.
@@ -68,7 +86,7 @@ local function unindexed()
   return out
 end
 
-local KEY_TYPES = {'zset', 'zset', 'hash', 'hash', 'hash', 'hash', 'hash', 'hash', 'zset'}
+local KEY_TYPES = {'zset', 'zset', 'hash', 'hash', 'hash', 'hash', 'hash', 'hash', 'zset', 'zset'}
 
 -- Before writing: move every key of the wrong type to its "damaged" twin. The twin gets
 -- the thread's ttl (seconds, 0 for none): RENAME keeps the source's, which may be none.

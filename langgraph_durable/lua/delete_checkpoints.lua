@@ -23,6 +23,8 @@ for i = 5, 4 + n do
     redis.call('ZREM', KEYS[K_WIX], wm)
   end
   deleted = deleted + redis.call('ZREM', KEYS[K_CPS], member)
+  local timeline = timeline_of(member)
+  if timeline then redis.call('ZREM', KEYS[K_SUB], timeline) end
   redis.call('HDEL', KEYS[K_CP], member)
   redis.call('HDEL', KEYS[K_RUNS], member)
 end

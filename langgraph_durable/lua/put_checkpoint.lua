@@ -57,6 +57,8 @@ local function index()
   redis.call('HSET', KEYS[K_CP], ARGV[3], ARGV[4])
   if ARGV[5] ~= '' then redis.call('HSET', KEYS[K_RUNS], ARGV[3], ARGV[5]) end
   redis.call('ZADD', KEYS[K_CPS], 0, ARGV[3])
+  local timeline = timeline_of(ARGV[3])
+  if timeline then redis.call('ZADD', KEYS[K_SUB], 0, timeline) end
 end
 if not repairing(index, ARGV[1]) then
   touch(ARGV[1])  -- the values sent stay for the resend with the twins: not without a ttl

@@ -14,5 +14,15 @@ for _, pair in ipairs({{K_CP, K_CPS}, {K_WR, K_WIX}}) do
     end
   end
 end
+-- The timeline of the subgraph namespaces holds exactly the non-root checkpoint members:
+-- rebuilt whole when its size says otherwise (written by a version without it, evicted).
+local root = redis.call('ZLEXCOUNT', KEYS[K_CPS], '[\0', '(\1')
+if redis.call('ZCARD', KEYS[K_SUB]) ~= redis.call('ZCARD', KEYS[K_CPS]) - root then
+  redis.call('DEL', KEYS[K_SUB])
+  for _, member in ipairs(redis.call('ZRANGE', KEYS[K_CPS], 0, -1)) do
+    local timeline = timeline_of(member)
+    if timeline then added = added + redis.call('ZADD', KEYS[K_SUB], 0, timeline) end
+  end
+end
 touch(ARGV[1])
 return added

@@ -10,6 +10,8 @@ local i = 5
 for _ = 1, c do
   redis.call('HSET', KEYS[K_CP], ARGV[i], ARGV[i + 1])
   redis.call('ZADD', KEYS[K_CPS], 0, ARGV[i])
+  local timeline = timeline_of(ARGV[i])
+  if timeline then redis.call('ZADD', KEYS[K_SUB], 0, timeline) end
   if ARGV[i + 2] ~= '' then redis.call('HSET', KEYS[K_RUNS], ARGV[i], ARGV[i + 2]) end
   i = i + 3
 end

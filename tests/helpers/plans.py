@@ -8,8 +8,9 @@ from langgraph_durable.base import BaseRedisSaver
 from langgraph_durable.ops import Batch, Emit, Plan, Script
 
 
-def recorded(plan: Plan[Any], ops: list[Any]) -> Plan[Any]:
-    """``plan``, appending each operation it yields to ``ops`` (an Emit is no round trip)."""
+def recorded(plan: Plan[Any], ops: list[Any], replies: list[Any] | None = None) -> Plan[Any]:
+    """``plan``, appending each operation it yields to ``ops`` (an Emit is no round trip)
+    and, given ``replies``, each reply it gets there."""
     reply = None
     while True:
         try:
@@ -19,6 +20,8 @@ def recorded(plan: Plan[Any], ops: list[Any]) -> Plan[Any]:
         if not isinstance(op, Emit):
             ops.append(op)
         reply = yield op
+        if replies is not None and not isinstance(op, Emit):
+            replies.append(reply)
 
 
 class RoundTrips:
@@ -26,14 +29,26 @@ class RoundTrips:
 
     def __init__(self, saver: BaseRedisSaver) -> None:
         self.ops: list[Any] = []
+        self.replies: list[Any] = []
         drive, drive_iter = saver.drive, saver.drive_iter
-        saver.drive = lambda plan: drive(recorded(plan, self.ops))  # type: ignore[method-assign]
-        saver.drive_iter = lambda plan: drive_iter(recorded(plan, self.ops))  # type: ignore[method-assign]
+        saver.drive = lambda plan: drive(recorded(plan, self.ops, self.replies))  # type: ignore[method-assign]
+        saver.drive_iter = lambda plan: drive_iter(recorded(plan, self.ops, self.replies))  # type: ignore[method-assign]
 
     def reset(self) -> int:
         """The round trips since the last reset."""
-        n, self.ops = len(self.ops), []
+        n, self.ops, self.replies = len(self.ops), [], []
         return n
+
+    def checkpoints_read(self) -> int:
+        """How many checkpoint records the read scripts returned since the last reset
+        (each is verified and deserialized)."""
+        count = 0
+        for op, reply in zip(self.ops, self.replies):
+            pairs = zip(op.commands, reply) if isinstance(op, Batch) else [(op, reply)]
+            for command, answer in pairs:
+                if isinstance(command, Script) and command.name == "read_checkpoints":
+                    count += len(answer) - 2  # wrong-type keys, unindexed, then entries
+        return count
 
     def scripts(self, name: str) -> int:
         """How many calls of the script ``name`` were made, alone or in a batch."""
