@@ -21,6 +21,7 @@ Where each concern lives:
   ``verify.py``       ``verify``
   ``delta.py``        ``get_delta_channel_history``
   ``fencing.py``      lease plans and the fencing token a write carries
+  ``runs.py``         the run index ``delete_for_runs`` searches
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from langgraph_durable.keys import KeySchema
 from langgraph_durable.listing import ListingPlans
 from langgraph_durable.reads import _NewestVersions
 from langgraph_durable.reports import RecoveryReport
+from langgraph_durable.runs import RunIndex
 from langgraph_durable.threads import ThreadPlans
 from langgraph_durable.verify import VerifyPlans
 from langgraph_durable.writes import WritePlans
@@ -74,4 +76,5 @@ class SaverCore(
         self.ttl = ttl
         self.recovery_reports: dict[tuple[str, str], RecoveryReport] = {}
         self._newest_versions = _NewestVersions()
+        self.run_index = RunIndex(keys, ttl)
         self.max_record_bytes = inputs.MAX_RECORD_BYTES  # Redis's proto-max-bulk-len

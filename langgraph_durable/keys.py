@@ -24,6 +24,11 @@ make ``T`` the Redis Cluster hash tag, so every key of a thread lives in one slo
                       PX expiry (see lease.py)
     P:{T}:fence STRING  the newest fencing token handed out for the thread
 
+Outside any thread (its own slot on a cluster)::
+
+    P:run:{R}   SET   thread ids a run (``R``, escaped like a thread id) wrote
+                      checkpoints to: the run index of ``delete_for_runs`` (runs.py)
+
 Members are built so that the writes of a checkpoint are exactly the ``wix`` members in
 ``[member SEP, member SEP+1)``; the Lua scripts rely on that and on nothing else here.
 
@@ -188,6 +193,11 @@ class KeySchema:
             self._threads.clear()  # crude, but safe from any thread; refills in one call each
         self._threads[thread_id] = tk
         return tk
+
+    def run(self, run_id: str) -> str:
+        """The run index key of ``run_id`` (runs.py)."""
+        inputs.text(run_id, "run_id")
+        return f"{self.prefix}:run:{{{escape_thread_id(run_id)}}}"
 
     def thread_scan_pattern(self) -> str:
         """SCAN MATCH pattern for the keys that make a thread exist: its checkpoint

@@ -4,7 +4,8 @@ Owns the operation types and nothing else. Rules every plan keeps:
   * A plan is a generator: it yields one of these operations, is sent the reply, and
     returns its result (``Plan[T]``). It never does I/O itself.
   * Every operation of a per-thread plan touches one thread's keys, so one cluster slot;
-    only ``ScanKeys`` (and the shell's handling of it) crosses slots.
+    only ``ScanKeys`` (and the shell's handling of it) and a batch's ``ahead`` commands
+    (the run index, ``runs.py``) cross slots.
   * ``Emit`` is not sent to Redis: the shell hands its item to the caller (listings).
 """
 
@@ -40,11 +41,17 @@ class Batch:
     loads the scripts and resends the batch if Redis lost them).
 
     With ``errors_as_values`` a command's error reply comes back in its place in the
-    list instead of being raised."""
+    list instead of being raised.
+
+    ``ahead``: commands on keys of other slots (an index a write must not fail for) that
+    run before the batch, in the same round trip where the client can (one server, or
+    a cluster pipeline without MULTI), else just before it. Their replies are not
+    returned; an error among them is logged, never raised."""
 
     commands: list[tuple[Any, ...] | Script]
     errors_as_values: bool = False
     atomic: bool = False
+    ahead: tuple[tuple[Any, ...], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,13 @@ catching a reply error is written once too. Rules it keeps:
   * A refused script call is typed through ``reply_codes.py``; a batch raises its first
     error, typed, unless it asked for ``errors_as_values``.
   * ``WAIT`` has no key: on a cluster it goes to the node that holds the write's key.
+  * A batch's ``ahead`` commands share its pipeline, except in a cluster transaction
+    (MULTI is one slot there): then they go first, as their own pipeline.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Generator
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -29,6 +32,7 @@ from langgraph_durable.scripts import ScriptSet, server_version
 if TYPE_CHECKING:
     from langgraph_durable.core import SaverCore
 
+logger = logging.getLogger("langgraph_durable")
 T = TypeVar("T")
 Call = Callable[[], Any]  # sync shell: returns the reply; async shell: an awaitable of it
 Steps = Generator["Call | Emit[Any]", Any, T]
@@ -79,11 +83,20 @@ class PlanShell:
                 self._scripts.command(c.name, c.keys, c.args) if isinstance(c, Script) else c
                 for c in op.commands
             ]
+            ahead = list(op.ahead)
+            if ahead and self.cluster and op.atomic:
+                pipe = self.client.pipeline(transaction=False)
+                for command in ahead:
+                    pipe.execute_command(*command)
+                _log_errors(ahead, (yield partial(pipe.execute, raise_on_error=False)))
+                ahead = []
             for first_try in (True, False):
                 pipe = self.client.pipeline(transaction=op.atomic)
-                for command in commands:
+                for command in ahead + commands:
                     pipe.execute_command(*command)
                 results = yield partial(pipe.execute, raise_on_error=False)
+                _log_errors(ahead, results[: len(ahead)])
+                results = results[len(ahead) :]
                 if first_try and any(reply_codes.is_noscript(r) for r in results):
                     yield from self._load_scripts()
                     continue
@@ -119,3 +132,9 @@ class PlanShell:
         self._scripts = ScriptSet.for_server(version, cluster=self.cluster)
         yield from self._load_scripts()
         yield from hazards.eviction_checks(self.client, self.ttl)
+
+
+def _log_errors(commands: list[tuple[Any, ...]], replies: list[Any]) -> None:
+    for command, reply in zip(commands, replies):
+        if isinstance(reply, Exception):
+            logger.warning("langgraph-durable: %s %s failed: %s", command[0], command[1], reply)

@@ -5,7 +5,9 @@ Owns the operations LangGraph's contract adds beyond reads and writes. Rules it 
     (records are bound to their thread) and leaves damaged ones out, logged.
   * ``delete_thread`` removes every key of the thread in one UNLINK, quarantine and
     ledger included; the guess of its newest versions is forgotten.
-  * ``prune`` and ``delete_for_runs`` go through retention's guarded deletion.
+  * ``prune`` and ``delete_for_runs`` go through retention's guarded deletion;
+    ``delete_for_runs`` visits the threads of the run index (``runs.py``), and SCANs
+    only for a run the index does not know.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from langgraph_durable.keys import KeySchema
 from langgraph_durable.ops import Batch, Command, Plan, Script
 from langgraph_durable.records import _label, _wrong_type_as_empty
 from langgraph_durable.retention import RetentionPlans, _prunable
+from langgraph_durable.runs import RunIndex
 
 logger = logging.getLogger("langgraph_durable")
 
@@ -26,9 +29,25 @@ logger = logging.getLogger("langgraph_durable")
 class ThreadPlans(RetentionPlans):
     """The whole-thread plans of ``SaverCore``."""
 
+    run_index: RunIndex
+
     def delete_thread(self, thread_id: str) -> Plan[None]:
-        self._newest_versions.forget(str(thread_id))
-        yield Command(("UNLINK", *self.keys.thread(str(thread_id)).with_twins()))
+        thread_id = str(thread_id)
+        self._newest_versions.forget(thread_id)
+        self.run_index.forget(thread_id)
+        tk = self.keys.thread(thread_id)
+        run_ids, unlinked = yield Batch(
+            [("HVALS", tk.runs), ("UNLINK", *tk.with_twins())], errors_as_values=True
+        )
+        if isinstance(unlinked, Exception):
+            raise unlinked
+        if isinstance(run_ids, list) and run_ids:  # a damaged runs hash: entries stay, harmless
+            yield Batch(
+                [],
+                ahead=tuple(
+                    ("SREM", self.keys.run(r), thread_id) for r in {_label(r) for r in run_ids}
+                ),
+            )
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> Plan[None]:
         """Copy every checkpoint (the whole parent chain), write, value and tool-ledger
@@ -109,7 +128,16 @@ class ThreadPlans(RetentionPlans):
         wanted_runs = {str(r) for r in run_ids}
         if not wanted_runs:
             return
-        for thread_id in (yield from self.all_thread_ids()):
+        thread_ids: set[str] = set()
+        for run_id in sorted(wanted_runs):
+            (members,) = yield Batch([("SMEMBERS", self.keys.run(run_id))], errors_as_values=True)
+            if isinstance(members, Exception) or not members:
+                # Unknown to the index (written before it, evicted, damaged), or a run
+                # that wrote nothing: only a SCAN can tell.
+                thread_ids = set((yield from self.all_thread_ids()))
+                break
+            thread_ids.update(_label(m) for m in members)
+        for thread_id in sorted(thread_ids):
             tk = self.keys.thread(thread_id)
             runs = yield Command(("HGETALL", tk.runs))
             doomed = {_label(m) for m, r in runs.items() if _label(r) in wanted_runs}

@@ -37,10 +37,13 @@ from langgraph_durable.keys import ThreadKeys
 from langgraph_durable.ops import Batch, Plan, Script, WaitReplicas
 from langgraph_durable.records import _NO_VALUE, _thread_id, checkpoint_config
 from langgraph_durable.retention import RetentionPlans, _prunable
+from langgraph_durable.runs import RunIndex
 
 
 class WritePlans(RetentionPlans):
     """The write plans of ``SaverCore``."""
+
+    run_index: RunIndex
 
     def put(
         self,
@@ -78,12 +81,13 @@ class WritePlans(RetentionPlans):
             if parent_id
             else []
         )
+        run_id = str(meta.get("run_id") or "")
         args: list[Any] = [
             self.ttl_arg,
             held_token(self.keys.prefix, thread_id),
             member,
             record,
-            str(meta.get("run_id") or ""),
+            run_id,
             lower,
             upper,
             self.keys.checkpoint_member(ns, parent_id) if parent_id else "",
@@ -108,6 +112,7 @@ class WritePlans(RetentionPlans):
             [*(("HSETNX", tk.bl, f, r) for f, r in blobs), script],
             errors_as_values=True,
             atomic=bool(self.ttl),
+            ahead=self.run_index.ahead(run_id, thread_id),
         )
         for reply in replies[:-1]:  # a value refused (out of memory...): say why, typed
             if isinstance(reply, Exception) and not reply_codes.is_wrong_type(reply):
