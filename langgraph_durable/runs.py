@@ -33,13 +33,16 @@ class RunIndex:
         self.ttl = ttl
         self._sent: dict[tuple[str, str], float] = {}  # (run, thread) -> monotonic time
 
-    def ahead(self, run_id: str, thread_id: str) -> tuple[tuple[Any, ...], ...]:
-        """The commands a put of ``run_id`` in ``thread_id`` sends ahead of its batch."""
+    def ahead(
+        self, run_id: str, thread_id: str, *, again: bool = False
+    ) -> tuple[tuple[Any, ...], ...]:
+        """The commands a write of ``run_id`` in ``thread_id`` sends ahead of its batch:
+        none if this saver sent them lately, unless ``again`` (a copy, which writes once)."""
         if not run_id:
             return ()
         now = time.monotonic()
         sent = self._sent.get((run_id, thread_id))
-        if sent is not None and (not self.ttl or now - sent < self.ttl / 2):
+        if not again and sent is not None and (not self.ttl or now - sent < self.ttl / 2):
             return ()
         if len(self._sent) >= _SIZE:
             self._sent.clear()  # crude, but safe from any thread: costs one SADD each

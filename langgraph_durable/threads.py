@@ -109,7 +109,7 @@ class ThreadPlans(RetentionPlans):
                     out.append(runs.get(raw_field, b""))
         if not copied_cps and not copied_lgs:
             return
-        yield Script(
+        restore = Script(
             "restore_records",
             dst.with_twins(),
             [
@@ -123,6 +123,14 @@ class ThreadPlans(RetentionPlans):
                 *copied_bls,
             ],
         )
+        # The copy's checkpoints keep their run ids: their runs' index learns the copy.
+        copied_runs = {_label(r) for r in copied_cps[2::3] if r}
+        ahead = tuple(
+            command
+            for run_id in sorted(copied_runs)
+            for command in self.run_index.ahead(run_id, dst.thread_id, again=True)
+        )
+        yield Batch([restore], ahead=ahead)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> Plan[None]:
         wanted_runs = {str(r) for r in run_ids}

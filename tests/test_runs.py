@@ -46,6 +46,11 @@ def test_delete_for_runs_visits_only_the_runs_threads(
     assert "other-" not in repr(trips.ops), "a thread of another run was visited"
     assert run_ids_of(saver, "a") == ["r2"] and run_ids_of(saver, "b") == []
     assert run_ids_of(saver, "c") == ["r2"] and run_ids_of(saver, "other-7") == ["run-7"]
+    # A copy keeps its checkpoints' runs: rolling one back reaches the copy too.
+    saver.copy_thread("c", "c-copy")
+    assert redis_client.smembers(saver.keys.run("r2")) == {b"a", b"c", b"c-copy"}
+    saver.delete_for_runs(["r2"])
+    assert run_ids_of(saver, "c-copy") == run_ids_of(saver, "a") == []
 
 
 def test_a_run_the_index_does_not_know_is_found_by_a_scan(
