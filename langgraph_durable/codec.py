@@ -2,8 +2,9 @@
 
 Owns turning values into stored records and back: ``_seal`` packs a body with msgpack and
 seals it in the integrity envelope (``envelope.py``) under the record's identity (kind,
-thread, field); ``_open`` verifies before it unpacks; ``load_value`` deserializes only
-verified bytes, through the allowlist (``serde.py``); ``_decode_entry`` turns one entry of
+thread, field), a value compressed first where it pays (``compression.py``); ``_open``
+verifies before it unpacks; ``load_value`` decompresses and deserializes only verified
+bytes, through the allowlist (``serde.py``); ``_decode_entry`` turns one entry of
 the read script into a ``_Decoded`` checkpoint or a ``_Damage`` (``records.py``). Rules:
   * Nothing stored is trusted: every record is verified, then shape-checked, before any
     of it is used; whatever fails is ``RecordDamagedError``, never a crash.
@@ -21,6 +22,7 @@ import msgpack
 from langgraph.checkpoint.base import SerializerProtocol
 
 from langgraph_durable import inputs
+from langgraph_durable.compression import Compression
 from langgraph_durable.envelope import Envelope
 from langgraph_durable.errors import RecordDamagedError
 from langgraph_durable.keys import SEP, KeySchema, ThreadKeys
@@ -54,6 +56,7 @@ class RecordCodec:
     replica_timeout_ms: int
     repair_on_read: bool  # False: reads skip damage without moving it (they write nothing)
     max_record_bytes: int
+    compression: Compression
     recovery_reports: dict[tuple[str, str], RecoveryReport]
 
     @property
@@ -81,6 +84,7 @@ class RecordCodec:
         """The record of a serialized value; one that is too large on its own is refused
         before it is copied into a record."""
         type_, data = self.serde.dumps_typed(value) if value is not _NO_VALUE else (EMPTY, b"")
+        type_, data = self.compression.pack(type_, data)
         inputs.record_size(len(data), thread_id=thread_id, what=what, limit=self.max_record_bytes)
         return self._seal(kind, thread_id, field_, [*head, type_, data], what)
 
@@ -95,7 +99,9 @@ class RecordCodec:
         return decoded
 
     def load_value(self, type_: Any, data: Any) -> Any:
-        """A verified record's value; a type the allowlist refuses is damage (serde.py)."""
+        """A verified record's value, decompressed if it was stored compressed
+        (compression.py); a type the allowlist refuses is damage (serde.py)."""
+        type_, data = self.compression.unpack(type_, data)
         return load(self.serde, type_, data, accepted_types(self.serde))
 
     def _open_value(self, kind: str, thread_id: str, field_: str, record: bytes | None) -> Any:

@@ -29,6 +29,7 @@ from __future__ import annotations
 from langgraph.checkpoint.base import SerializerProtocol
 
 from langgraph_durable import inputs
+from langgraph_durable.compression import Compression
 from langgraph_durable.delta import DeltaHistoryPlans
 from langgraph_durable.envelope import Envelope
 from langgraph_durable.fallback import FallbackPlans
@@ -65,6 +66,7 @@ class SaverCore(
         wait_for_replicas: int = 0,
         replica_timeout_ms: int = 1000,
         repair_on_read: bool = True,
+        compression: Compression | None = None,
     ) -> None:
         self.serde = serde
         self.repair_on_read = repair_on_read
@@ -78,3 +80,4 @@ class SaverCore(
         self._newest_versions = _NewestVersions()
         self.run_index = RunIndex(keys, ttl)
         self.max_record_bytes = inputs.MAX_RECORD_BYTES  # Redis's proto-max-bulk-len
+        self.compression = compression or Compression(None)

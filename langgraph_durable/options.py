@@ -15,6 +15,8 @@ from collections.abc import Collection, Sequence
 from langgraph.checkpoint.base import BaseCheckpointSaver, _with_msgpack_allowlist
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
+from langgraph_durable.compression import Compression
+from langgraph_durable.compression import resolve as resolve_compression
 from langgraph_durable.core import SaverCore
 from langgraph_durable.envelope import Envelope
 from langgraph_durable.errors import ConfigurationError
@@ -58,6 +60,11 @@ class SaverOptions(BaseCheckpointSaver[str]):
             (format 1, whose checksum or signature does not cover the key prefix) are
             read. Set False once ``resign`` has rewritten every record: then someone
             with write access cannot copy old records in from another key prefix.
+        compression: ``"auto"`` (zstd where ``zstandard`` is installed, else zlib),
+            ``"zstd"``, ``"zlib"``, or None: channel values and pending writes of 1 KB
+            and more are stored compressed where that saves an eighth or more. Records
+            are checksummed or signed over the compressed bytes and verified before they
+            are decompressed. Any saver reads compressed records whatever its setting.
     """
 
     core: SaverCore
@@ -75,6 +82,7 @@ class SaverOptions(BaseCheckpointSaver[str]):
         replica_timeout: float = 1.0,
         repair_on_read: bool = True,
         accept_format_1: bool = True,
+        compression: str | None = None,
     ) -> None:
         if serde is None:
             serde = default_serde(allowed_types)
@@ -116,6 +124,7 @@ class SaverOptions(BaseCheckpointSaver[str]):
             wait_for_replicas=wait_for_replicas,
             replica_timeout_ms=max(1, round(replica_timeout * 1000)),
             repair_on_read=repair_on_read,
+            compression=Compression(resolve_compression(compression)),
         )
 
     @property

@@ -46,6 +46,7 @@ class Damage(str, Enum):
     MALFORMED_CHECKPOINT = "malformed checkpoint"
     REFUSED = "refused"
     UNDESERIALIZABLE = "undeserializable"
+    UNDECOMPRESSABLE = "undecompressable"  # verified, yet not the compressed value it names
     MALFORMED_MEMBER = "malformed index member"
     NOT_INDEXED = "record not in the index"  # its index key was evicted or lost: reindex.lua
     MISSING_RECORD = "missing record"  # indexed, but the record is gone

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import operator
+import random
 import time
 from collections.abc import Sequence
 from typing import Annotated, Any
@@ -40,8 +41,40 @@ def lookup(query: str) -> str:
     return f"result for {query}"
 
 
-def react_graph(rounds: int, payload: int = 200) -> StateGraph:
-    """A ReAct-shaped loop: the 'model' asks for one tool call per round, `rounds` times."""
+_CORPUS: list[str] = []
+
+
+def prose(length: int, seed: int) -> str:
+    """``length`` characters of real English (the standard library's own documentation),
+    from a place ``seed`` picks: text that compresses as model output does, unlike
+    repeated characters."""
+    if not _CORPUS:
+        import argparse
+        import asyncio
+        import collections
+        import email
+        import functools
+        import http.client
+        import json
+        import logging
+        import subprocess
+        import textwrap
+        import unittest
+
+        modules = (argparse, asyncio, collections, email, functools, http.client, json)
+        modules += (logging, subprocess, textwrap, unittest)
+        texts = [m.__doc__ or "" for m in modules]
+        texts += [getattr(f, "__doc__", None) for m in modules for f in vars(m).values()]
+        unique = dict.fromkeys(t for t in texts if isinstance(t, str))
+        _CORPUS.append(" ".join(" ".join(t.split()) for t in unique))
+    corpus = _CORPUS[0]
+    start = random.Random(seed).randrange(0, len(corpus) - length)
+    return corpus[start : start + length]
+
+
+def react_graph(rounds: int, payload: int = 200, *, realistic: bool = False) -> StateGraph:
+    """A ReAct-shaped loop: the 'model' asks for one tool call per round, `rounds` times,
+    with ``payload`` characters of text (``realistic``: prose, else one letter repeated)."""
 
     def agent(state: MessagesState) -> dict[str, Any]:
         done = sum(isinstance(m, ToolMessage) for m in state["messages"])
@@ -50,7 +83,7 @@ def react_graph(rounds: int, payload: int = 200) -> StateGraph:
         return {
             "messages": [
                 AIMessage(
-                    content="x" * payload,
+                    content=prose(payload, done) if realistic else "x" * payload,
                     id=f"ai-{done}",
                     tool_calls=[
                         {"name": "lookup", "args": {"query": f"q{done}"}, "id": f"call_{done}"}
