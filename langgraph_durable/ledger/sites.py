@@ -127,6 +127,30 @@ def call_site(
     )
 
 
+def sibling_site(keys: KeySchema, site: _Site, position: int, call: Mapping[str, Any]) -> _Site:
+    """Where another call of ``site``'s AI message, at ``position``, is recorded."""
+    args, args_hash = _canonical_args(call.get("args", {}))
+    w = site.where
+    field = keys.ledger_field(site.task_prefix, position, call["name"], args_hash)
+    return _Site(
+        thread_id=site.thread_id,
+        where=LedgerField(w.checkpoint_ns, w.step, w.task, position, call["name"], args_hash),
+        task_prefix=site.task_prefix,
+        field=field,
+        ordered=True,
+        args=args,
+        key=_idempotency_key(site.thread_id, field),
+        tool_call_id=call.get("id"),
+    )
+
+
+def ordered_positions(calls: list[dict[str, Any]]) -> list[int]:
+    """The indices of an AI message's calls that are recorded at their index: those no
+    other call of the message duplicates (as ``_position_in_message`` decides)."""
+    same = [(c.get("id"), c.get("name"), c.get("args")) for c in calls]
+    return [i for i, c in enumerate(same) if same.count(c) == 1]
+
+
 def _canonical(value: Any) -> Any:
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json")
