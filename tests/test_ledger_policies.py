@@ -139,3 +139,36 @@ def test_explicit_policies_win_and_hints_can_be_ignored(
     assert sorted(done) == ["charge", "lookup", "ship"]  # lookup recorded: replayed
     assert {e.name for e in ledger.entries("t")} == {"lookup", "charge", "ship"}
     assert ledger.policy("lookup") == "escalate"
+
+
+class Log(TypedDict):
+    log: Annotated[list[str], lambda a, b: a + b]
+
+
+def test_a_durable_calls_own_policy_decides_its_unknown_outcome(saver: RedisSaver) -> None:
+    """``@ledger.durable(policy="retry")`` retries a lost call without asking, though the
+    ledger's default (and its policy by name) is ``escalate``."""
+    ledger = ToolLedger(saver)
+    world: list[str] = []
+    crash = [True]
+
+    @ledger.durable(name="refund", policy="retry")
+    def refund(amount: int) -> str:
+        world.append(f"refund {amount}")
+        if crash:
+            crash.pop()
+            raise Crash("after the effect")
+        return f"refunded {amount}"
+
+    builder = StateGraph(Log)
+    builder.add_node("work", lambda s: {"log": [refund(5)]})
+    builder.add_edge(START, "work")
+    builder.add_edge("work", END)
+    graph = builder.compile(checkpointer=saver)
+    with pytest.raises(Crash):
+        graph.invoke({"log": []}, CONFIG)
+    out = graph.invoke(None, CONFIG)
+    assert "__interrupt__" not in out and out["log"] == ["refunded 5"]
+    assert world == ["refund 5", "refund 5"]
+    (entry,) = ledger.entries("t")
+    assert (entry.attempts, entry.escalations) == (2, ())
