@@ -32,6 +32,7 @@ from langgraph_durable import (
     idempotency_key,
 )
 from tests.helpers.ledger_crashes import CONFIG, Crash, crash_after_result, lose_the_model_step
+from tests.test_ledger import chain_graph
 
 
 class FickleModel(BaseChatModel):
@@ -275,11 +276,7 @@ def test_a_durable_call_that_diverges_is_asked_about_in_its_node(saver: RedisSav
             raise Crash("after the durable call")
         return {"notes": [receipt]}
 
-    builder = StateGraph(NoteState)
-    builder.add_node("work", work)
-    builder.add_edge(START, "work")
-    builder.add_edge("work", END)
-    graph = builder.compile(checkpointer=saver)
+    graph = chain_graph(NoteState, work).compile(checkpointer=saver)
     with pytest.raises(Crash):
         graph.invoke({"notes": []}, CONFIG)
     out = graph.invoke(None, CONFIG)

@@ -19,7 +19,7 @@ from typing_extensions import TypedDict
 from langgraph_durable import RedisSaver, ToolLedger
 from langgraph_durable.ledger.policies import hinted_policy
 from tests.helpers.ledger_crashes import CONFIG, Crash
-from tests.test_ledger import crash_at, together
+from tests.test_ledger import chain_graph, crash_at, together
 
 
 def mcp_metadata(**hints: Any) -> dict[str, Any]:
@@ -160,11 +160,7 @@ def test_a_durable_calls_own_policy_decides_its_unknown_outcome(saver: RedisSave
             raise Crash("after the effect")
         return f"refunded {amount}"
 
-    builder = StateGraph(Log)
-    builder.add_node("work", lambda s: {"log": [refund(5)]})
-    builder.add_edge(START, "work")
-    builder.add_edge("work", END)
-    graph = builder.compile(checkpointer=saver)
+    graph = chain_graph(Log, lambda s: {"log": [refund(5)]}).compile(checkpointer=saver)
     with pytest.raises(Crash):
         graph.invoke({"log": []}, CONFIG)
     out = graph.invoke(None, CONFIG)

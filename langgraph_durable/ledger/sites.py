@@ -27,7 +27,7 @@ from langchain_core.runnables import RunnableConfig
 from pydantic import BaseModel
 
 from langgraph_durable.keys import KeySchema, LedgerField
-from langgraph_durable.ledger.entries import EscalationAnswer, LedgerEntry
+from langgraph_durable.ledger.entries import DivergenceAnswer, EscalationAnswer, LedgerEntry
 
 _NS_SEP, _NS_END = "|", ":"
 _FALLBACK_POSITION = 1_000_000  # positions of calls not found in an AI message start here
@@ -77,7 +77,7 @@ class _TaskContext:
         self.loaded = False
         self.entries: dict[str, LedgerEntry] = {}
         self.ledger_damaged = False
-        self.answers: dict[str, EscalationAnswer] = {}
+        self.answers: dict[str, EscalationAnswer | DivergenceAnswer] = {}
         self.failure: BaseException | None = None  # raised by every call of the attempt
         self.positions = 0
         self.claimed: dict[tuple[str, str, str], int] = {}
