@@ -72,7 +72,7 @@ def paying_graph(node: ToolNode, model: FickleModel) -> StateGraph:
     return builder
 
 
-def pay_tool(paid: list[tuple[int, str | None]], crash_in: set[int] = frozenset()) -> Any:  # type: ignore[assignment]
+def pay_tool(paid: list[tuple[int, str | None]], crash_in: frozenset[int] = frozenset()) -> Any:
     @tool
     def pay(amount: int) -> str:
         """Pay an amount."""
@@ -200,7 +200,7 @@ def test_a_recorded_call_of_unknown_outcome_is_one_question_and_skip_needs_a_res
     paid: list[tuple[int, str | None]] = []
     model = FickleModel(ids=itertools.count())
     ledger = ToolLedger(saver)
-    node = ToolNode([pay_tool(paid, crash_in={1})], wrap_tool_call=ledger.wrap_tool_call)
+    node = ToolNode([pay_tool(paid, crash_in=frozenset({1}))], wrap_tool_call=ledger.wrap_tool_call)
     graph = paying_graph(node, model).compile(checkpointer=saver)
     with pytest.raises(Crash):
         graph.invoke({"messages": [HumanMessage(content="pay")]}, CONFIG)

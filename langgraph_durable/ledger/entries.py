@@ -4,8 +4,9 @@ Owns ``LedgerEntry`` and its states (``intent`` before the call, then ``result``
 ``error`` or ``interrupted``; ``diverged`` for a call that differs from the one recorded
 at its place and waits for a human, never run; ``damaged`` is never stored, it is how a
 record that does not verify reads), the policies a tool may have, how a human answers an
-escalation (``EscalationAnswer``, ``DivergenceAnswer``), and the entry's record: msgpack in the integrity envelope,
-bound to its thread and field, its result through the saver's serializer and allowlist.
+escalation (``EscalationAnswer``, ``DivergenceAnswer``), and the entry's record: msgpack
+in the integrity envelope, bound to its thread and field, its result through the saver's
+serializer and allowlist.
 Rules: nothing in a record is used before it verifies; an unreadable record is an
 unknown outcome, never a missing one.
 """

@@ -85,8 +85,8 @@ class LedgerPlans:
     def _policy_of(self, entry: LedgerEntry) -> Policy:
         """A recorded call's policy: ``policies=``, else its tool's hint when it was
         recorded (the tool object is not at hand for the other calls of a task)."""
-        hint = entry.hint if self.use_tool_hints else None
-        return self.policies.get(entry.name) or hint or self.default_policy  # type: ignore[return-value]
+        hint = cast("Policy | None", entry.hint if self.use_tool_hints else None)
+        return self.policies.get(entry.name) or hint or self.default_policy
 
     @property
     def _keys(self) -> KeySchema:
