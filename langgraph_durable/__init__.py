@@ -23,7 +23,13 @@ from langgraph_durable.errors import (
     ValueTooLargeError,
 )
 from langgraph_durable.lease import Lease
-from langgraph_durable.ledger import EscalationAnswer, LedgerEntry, ToolLedger, idempotency_key
+from langgraph_durable.ledger import (
+    DivergenceAnswer,
+    EscalationAnswer,
+    LedgerEntry,
+    ToolLedger,
+    idempotency_key,
+)
 from langgraph_durable.reports import Finding, RecoveryReport, SkippedCheckpoint, VerifyReport
 from langgraph_durable.resign import ResignReport
 from langgraph_durable.saver import RedisSaver
@@ -33,6 +39,7 @@ __all__ = [
     "CheckpointCorruptedError",
     "CheckpointLostError",
     "ConfigurationError",
+    "DivergenceAnswer",
     "DurableError",
     "EscalationAnswer",
     "EventLoopError",

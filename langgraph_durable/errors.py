@@ -137,10 +137,12 @@ class ToolOutcomeUnknownError(DurableError):
 
 
 class ToolCallDivergedError(DurableError):
-    """A replayed call differs from the intent the ledger recorded at its position.
+    """A replayed call differs from the call the ledger recorded at its place.
 
     Returning the recorded result would hand the graph the answer to a different
-    question, so the ledger stops instead. Names what was recorded and what was asked.
+    question, so the ledger stops: with ``on_divergence="raise"``, or when a human
+    answered the divergence's ``interrupt()`` with ``{"action": "fail"}`` (``reason``
+    says so). Names what was recorded and what was asked.
     """
 
     def __init__(
@@ -152,13 +154,17 @@ class ToolCallDivergedError(DurableError):
         recorded_args: object,
         requested_name: str,
         requested_args: object,
+        reason: str | None = None,
     ) -> None:
+        advice = reason or (
+            "the ledger will not return a recorded result for a different call "
+            "(ToolLedger's default on_divergence='escalate' asks a human through "
+            "interrupt(); 'new_call' runs it as a new call)"
+        )
         super().__init__(
             f"call {position} of this task in thread {thread_id!r} was recorded as "
             f"{recorded_name}({recorded_args!r}) but is now "
-            f"{requested_name}({requested_args!r}); the ledger "
-            "will not return a recorded result for a different call (pass "
-            "on_divergence='new_call' to ToolLedger to run it as a new call)"
+            f"{requested_name}({requested_args!r}); {advice}"
         )
         self.thread_id = thread_id
         self.position = position
@@ -166,6 +172,7 @@ class ToolCallDivergedError(DurableError):
         self.recorded_args = recorded_args
         self.requested_name = requested_name
         self.requested_args = requested_args
+        self.reason = reason
 
 
 class LeaseHeldError(DurableError):

@@ -39,11 +39,8 @@ from tests.helpers.ledger_agent import (
     answer,
     normalized,
 )
+from tests.helpers.ledger_crashes import CONFIG, Crash, crash_after_result, lose_the_model_step
 from tests.helpers.redis_keys import flip_last_bit
-
-
-class Crash(BaseException):
-    """The process dies here: nothing after it runs, nothing catches it."""
 
 
 def crash_once(*plan: tuple[str, str]) -> Callable[..., None]:
@@ -135,21 +132,6 @@ def crash_graph(
     )
 
 
-def crash_after_result(ledger: ToolLedger, tool: str | None = None) -> Callable[[Any, Any], Any]:
-    """A wrap_tool_call that dies once, right after the ledger recorded a result (of
-    ``tool``, or of any call), so LangGraph never saves the task's writes."""
-    crashed: list[bool] = []
-
-    def wrap(request: Any, execute: Any) -> Any:
-        result = ledger.wrap_tool_call(request, execute)
-        if not crashed and tool in (None, request.tool_call["name"]):
-            crashed.append(True)
-            raise Crash("after the result")
-        return result
-
-    return wrap
-
-
 @pytest.fixture
 def effects(tmp_path: Any) -> Effects:
     return Effects(str(tmp_path / "effects"))
@@ -164,9 +146,6 @@ def reference(redis_url: str, key_prefix: str, tmp_path: Any) -> list[Any]:
         out = graph.invoke(START_INPUT, {"configurable": {"thread_id": "ref"}})
         saver.delete_thread("ref")
         return normalized(out["messages"])
-
-
-CONFIG = {"configurable": {"thread_id": "t"}}
 
 
 def effect_lines(effects: Effects, tool: str) -> list[dict[str, Any]]:
@@ -401,25 +380,13 @@ def pay_graph(
     return builder
 
 
-def lose_the_model_step(saver: RedisSaver, redis_client: Any) -> None:
-    """Damage the newest checkpoint and the model's writes before it, so the saver falls
-    back past both and LangGraph runs the model again, as after a lost async write."""
-    newest, previous = list(saver.list(CONFIG, limit=2))
-    tk = saver.keys.thread("t")
-    flip_last_bit(redis_client, tk.cp, saver.keys.checkpoint_member("", newest.checkpoint["id"]))
-    member = saver.keys.checkpoint_member("", previous.checkpoint["id"]).encode()
-    for field in redis_client.hkeys(tk.wr):
-        if field.startswith(member + b"\x00"):
-            flip_last_bit(redis_client, tk.wr, field)
-
-
 @pytest.mark.parametrize("changed", [False, True])
-def test_a_replayed_call_is_returned_and_a_changed_one_refused(
+def test_a_replayed_call_is_returned_and_a_changed_one_refused_on_raise(
     saver: RedisSaver, redis_client: Any, changed: bool
 ) -> None:
     amount = [10]
     paid: list[Any] = []
-    ledger = ToolLedger(saver)
+    ledger = ToolLedger(saver, on_divergence="raise")
     wrap = crash_after_result(ledger)
     graph = pay_graph(ledger, lambda: amount[0], paid, wrap).compile(checkpointer=saver)
     with pytest.raises(Crash):

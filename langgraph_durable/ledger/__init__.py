@@ -5,12 +5,14 @@ The public names; ``tool_ledger.py`` says how it works and where each part lives
 
 from langgraph_durable.ledger.entries import (
     DAMAGED,
+    DIVERGED,
     ERROR,
     INTENT,
     INTERRUPTED,
     POLICIES,
     RESULT,
     Divergence,
+    DivergenceAnswer,
     EscalationAnswer,
     LedgerEntry,
     Policy,
@@ -20,12 +22,14 @@ from langgraph_durable.ledger.tool_ledger import ToolLedger
 
 __all__ = [
     "DAMAGED",
+    "DIVERGED",
     "ERROR",
     "INTENT",
     "INTERRUPTED",
     "POLICIES",
     "RESULT",
     "Divergence",
+    "DivergenceAnswer",
     "EscalationAnswer",
     "LedgerEntry",
     "Policy",

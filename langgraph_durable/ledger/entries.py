@@ -1,10 +1,12 @@
 """Ledger entries: what one recorded call holds, its states, and its stored record.
 
 Owns ``LedgerEntry`` and its states (``intent`` before the call, then ``result``,
-``error`` or ``interrupted``; ``damaged`` is never stored, it is how a record that does
-not verify reads), the policies a tool may have, how a human answers an escalation
-(``EscalationAnswer``), and the entry's record: msgpack in the integrity envelope,
-bound to its thread and field, its result through the saver's serializer and allowlist.
+``error`` or ``interrupted``; ``diverged`` for a call that differs from the one recorded
+at its place and waits for a human, never run; ``damaged`` is never stored, it is how a
+record that does not verify reads), the policies a tool may have, how a human answers an
+escalation (``EscalationAnswer``, ``DivergenceAnswer``), and the entry's record: msgpack
+in the integrity envelope, bound to its thread and field, its result through the saver's
+serializer and allowlist.
 Rules: nothing in a record is used before it verifies; an unreadable record is an
 unknown outcome, never a missing one.
 """
@@ -26,25 +28,41 @@ if TYPE_CHECKING:
 
 Policy = Literal["escalate", "retry", "fail", "readonly"]
 POLICIES: tuple[str, ...] = ("escalate", "retry", "fail", "readonly")
-Divergence = Literal["raise", "new_call"]
+Divergence = Literal["escalate", "raise", "new_call"]
+DIVERGENCES: tuple[str, ...] = ("escalate", "raise", "new_call")
 
 # Entry states. "damaged" is never stored: it is how an unverifiable record reads.
 INTENT, RESULT, ERROR, INTERRUPTED, DAMAGED = "intent", "result", "error", "interrupted", "damaged"
+DIVERGED = "diverged"
 _UNKNOWN_STATES = (INTENT, DAMAGED)
 _FORMAT = 1
 _LEDGER = "lg"  # record kind bound into each entry's checksum
 
 
-class EscalationAnswer(BaseModel):
+class _Answer(BaseModel):
+    action: Literal["retry", "skip", "fail"]
+    result: Any = None
+
+
+class DivergenceAnswer(_Answer):
+    """How a human resolves a call that differs from the call recorded at its place, when
+    that recorded call has a result (otherwise the answer is an ``EscalationAnswer``).
+
+    ``skip``: the recorded effect stands, the new call is not run and returns ``result``
+    if given, else the recorded call's result; ``retry`` runs the new call (its own
+    idempotency key); ``fail`` raises ``ToolCallDivergedError`` in the graph.
+    """
+
+
+class EscalationAnswer(_Answer):
     """How a human resolves a call of unknown outcome (the ``Command(resume=...)`` value).
 
     ``retry`` runs the tool again with the same idempotency key; ``skip`` records
     ``result`` as the tool's output (it did take effect) without running it; ``fail``
-    raises ``ToolOutcomeUnknownError`` in the graph.
+    raises ``ToolOutcomeUnknownError`` in the graph. A divergence whose recorded call has
+    no result is answered the same way (``skip`` needs the output; ``retry`` runs the new
+    call; ``fail`` raises ``ToolCallDivergedError``).
     """
-
-    action: Literal["retry", "skip", "fail"]
-    result: Any = None
 
     @model_validator(mode="after")
     def _skip_needs_result(self) -> EscalationAnswer:
@@ -64,7 +82,7 @@ class LedgerEntry:
     position: int
     name: str
     args_hash: str
-    state: str  # intent | result | error | interrupted | damaged
+    state: str  # intent | result | error | interrupted | diverged | damaged
     idempotency_key: str | None = None
     tool_call_id: str | None = None
     args: Any = None
@@ -81,6 +99,8 @@ class LedgerEntry:
     started_at: float | None = None
     finished_at: float | None = None
     damage: str | None = None  # why the record did not verify
+    diverged_from: str | None = None  # the field of the recorded call this one replaced
+    hint: str | None = None  # the policy the tool's own metadata gave it (policies.py)
 
     @property
     def outcome_unknown(self) -> bool:
@@ -104,6 +124,8 @@ def seal_entry(codec: RecordCodec, thread_id: str, entry: LedgerEntry) -> bytes:
         "error": entry.error,
         "started": entry.started_at,
         "finished": entry.finished_at,
+        "from": entry.diverged_from,
+        "hint": entry.hint,
     }
     identity = KeySchema.identity(_LEDGER, thread_id, entry.field)
     return codec.envelope.seal(identity, msgpack.packb(body, use_bin_type=True))
@@ -136,6 +158,8 @@ def open_entry(
             error=body["error"],
             started_at=body["started"],
             finished_at=body["finished"],
+            diverged_from=body.get("from"),  # absent from records of earlier versions
+            hint=body.get("hint"),
         )
     except RecordDamagedError as exc:
         return replace(base, damage=exc.reason)

@@ -2,8 +2,9 @@
 
 Owns the ledger's Redis conversation (``ledger_read.lua``, ``ledger_write.lua``) and the
 decision each call makes on each attempt (``_begin``): replay a recorded result, run
-(recording its intent first), or stop because its outcome is unknown and its policy
-says so. Rules it keeps:
+(recording its intent first), stop because its outcome is unknown and its policy
+says so, or settle a call that diverged from the one recorded at its place
+(``divergence.py``). Rules it keeps:
   * The intent is stored, synchronously, before the tool runs; the result after it. A
     call with an intent and no result has an unknown outcome: ``retry`` runs it again
     under the same idempotency key, ``escalate`` asks a human (``interrupt()``),
@@ -23,16 +24,22 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, cast
 
-from langchain_core.messages import ToolMessage
 from langgraph.errors import GraphInterrupt
-from langgraph.types import Command
 
-from langgraph_durable.errors import ToolCallDivergedError, ToolOutcomeUnknownError
+from langgraph_durable.errors import ToolOutcomeUnknownError
 from langgraph_durable.fencing import held_token
 from langgraph_durable.keys import KeySchema
+from langgraph_durable.ledger.divergence import (
+    diverged_entry,
+    diverged_error,
+    recorded_at,
+    skipped_result,
+    standing_result,
+)
 from langgraph_durable.ledger.entries import (
     _LEDGER,
     DAMAGED,
+    DIVERGED,
     INTENT,
     RESULT,
     Divergence,
@@ -44,11 +51,14 @@ from langgraph_durable.ledger.entries import (
     seal_entry,
 )
 from langgraph_durable.ledger.sites import (
+    _FALLBACK_POSITION,
     _call_at,
     _canonical_args,
     _idempotency_key,
     _Site,
     _TaskContext,
+    ordered_positions,
+    sibling_site,
 )
 from langgraph_durable.ops import Plan, Script
 
@@ -68,9 +78,15 @@ class LedgerPlans:
 
     saver: Any
     on_divergence: Divergence
+    policies: dict[str, Policy]
+    default_policy: Policy
+    use_tool_hints: bool
 
-    def policy(self, name: str) -> Policy:
-        raise NotImplementedError
+    def _policy_of(self, entry: LedgerEntry) -> Policy:
+        """A recorded call's policy: ``policies=``, else its tool's hint when it was
+        recorded (the tool object is not at hand for the other calls of a task)."""
+        hint = cast("Policy | None", entry.hint if self.use_tool_hints else None)
+        return self.policies.get(entry.name) or hint or self.default_policy
 
     @property
     def _keys(self) -> KeySchema:
@@ -153,7 +169,8 @@ class LedgerPlans:
     def _prepare_parallel(
         self, ctx: _TaskContext, site: _Site, message_calls: list[dict[str, Any]]
     ) -> Plan[list[tuple[int, LedgerEntry]]]:
-        """Load a tool task's entries and number every unknown outcome to escalate.
+        """Load a tool task's entries and number every question to ask a human: unknown
+        outcomes whose policy escalates, and calls that diverged from the recorded ones.
 
         The calls of one ToolNode task run in parallel, but LangGraph matches resume
         answers to ``interrupt()`` calls by their order within the task. So escalations
@@ -161,13 +178,32 @@ class LedgerPlans:
         order by one caller (``_ask``), on every replay of the task.
         """
         yield from self._load(ctx, site)
-        fresh = [
-            e
-            for e in sorted(ctx.entries.values(), key=lambda e: e.position)
-            if e.outcome_unknown and e.escalation is None and self.policy(e.name) == "escalate"
+        entries = ctx.entries
+        ordered = [
+            sibling_site(self._keys, site, i, message_calls[i])
+            for i in ordered_positions(message_calls)
         ]
+        diverged = []
+        if self.on_divergence == "escalate":
+            for other in ordered:
+                recorded = None if other.field in entries else recorded_at(entries.values(), other)
+                if recorded is not None:
+                    diverged.append(diverged_entry(other, recorded))
+        # an unknown outcome whose place now holds another call is no question of its own
+        replaced = {
+            e.field for e in entries.values() if message_calls and _replaced(e, message_calls)
+        }
+        unknown = [
+            e
+            for e in entries.values()
+            if e.outcome_unknown
+            and e.escalation is None
+            and e.field not in replaced
+            and self._policy_of(e) == "escalate"
+        ]
+        fresh = sorted([*unknown, *diverged], key=lambda e: (e.position, e.field))
         if fresh:
-            first = _next_slot(ctx.entries.values())
+            first = _next_slot(entries.values())
             fresh = [
                 self._as_intent(
                     e,
@@ -178,29 +214,34 @@ class LedgerPlans:
                 )
                 for i, e in enumerate(fresh)
             ]
-            yield from self._write(site.thread_id, fresh, replacing=ctx.entries.values())
-            ctx.entries.update({e.field: e for e in fresh})
-        slots = {slot: e for e in ctx.entries.values() for slot in e.escalations}
+            yield from self._write(site.thread_id, fresh, replacing=entries.values())
+            entries.update({e.field: e for e in fresh})
+        slots = {slot: e for e in entries.values() for slot in e.escalations}
         return sorted(slots.items())
 
-    def _escalate_inline(self, ctx: _TaskContext, site: _Site) -> Plan[LedgerEntry | None]:
-        """The entry of a sequential call, numbered and persisted if it must escalate now;
-        ``None`` if it never escalated."""
+    def _escalate_inline(
+        self, ctx: _TaskContext, site: _Site, policy: Policy
+    ) -> Plan[LedgerEntry | None]:
+        """The entry of a sequential call, numbered and persisted if it must escalate now
+        (its outcome is unknown, or it diverged); ``None`` if it never escalated."""
         entry = ctx.entries.get(site.field)
-        if entry is None:
-            return None
-        if (
-            entry.outcome_unknown
+        recorded = None
+        if entry is None and self.on_divergence == "escalate":
+            recorded = recorded_at(ctx.entries.values(), site)
+        if recorded is not None or (
+            entry is not None
+            and entry.outcome_unknown
             and entry.escalation is None
-            and self.policy(entry.name) == "escalate"
+            and policy == "escalate"
         ):
+            asked = entry if recorded is None else diverged_entry(site, recorded)
             slot = _next_slot(ctx.entries.values())
             numbered = self._as_intent(
-                entry, site.thread_id, escalation=slot, escalations=(*entry.escalations, slot)
+                asked, site.thread_id, escalation=slot, escalations=(*asked.escalations, slot)
             )
-            yield from self._write(site.thread_id, [numbered], replacing=[entry])
-            ctx.entries[entry.field] = entry = numbered
-        return entry if entry.escalations else None
+            yield from self._write(site.thread_id, [numbered], replacing=[entry] if entry else [])
+            ctx.entries[site.field] = entry = numbered
+        return entry if entry is not None and entry.escalations else None
 
     def _as_intent(
         self,
@@ -223,27 +264,27 @@ class LedgerPlans:
             )
         return replace(entry, **changes)
 
-    def _begin(self, ctx: _TaskContext, site: _Site, policy: Policy) -> Plan[_Decision]:
-        """Decide what a call does on this attempt; record its intent if it runs."""
+    def _begin(
+        self, ctx: _TaskContext, site: _Site, policy: Policy, hint: str | None = None
+    ) -> Plan[_Decision]:
+        """Decide what a call does on this attempt; record its intent if it runs.
+        ``hint``: the policy its tool's metadata gives, kept with the intent."""
         if ctx.failure is not None:
             raise _fresh(ctx.failure)
         entry = ctx.entries.get(site.field)
         key = site.key
         attempts = 0
         if entry is None:
-            if site.ordered and self.on_divergence == "raise":
-                for other in ctx.entries.values():
-                    if other.position == site.position:
-                        raise ToolCallDivergedError(
-                            thread_id=site.thread_id,
-                            position=site.position,
-                            recorded_name=other.name,
-                            recorded_args=other.args,
-                            requested_name=site.name,
-                            requested_args=site.args,
-                        )
+            recorded = recorded_at(ctx.entries.values(), site)
+            # "escalate" asked before the call began (a diverged entry): none reach here
+            if recorded is not None and self.on_divergence != "new_call":
+                raise diverged_error(site, recorded)
             if ctx.ledger_damaged:  # an entry of this task may have been lost with it
                 raise self._unknown(site, key, "the ledger of this thread was damaged")
+        elif entry.state == DIVERGED:
+            settled = yield from self._settle_divergence(ctx, site, entry)
+            if settled is not None:
+                return settled
         else:
             key = entry.idempotency_key or key
             attempts = entry.attempts
@@ -259,16 +300,8 @@ class LedgerPlans:
                     if answer.action == "fail":
                         raise self._unknown(site, key, f"{reason}; a human chose to fail it")
                     if answer.action == "skip":
-                        value = _skipped_result(site, answer.result)
-                        done = replace(
-                            self._as_intent(entry, site.thread_id),
-                            state=RESULT,
-                            result=value,
-                            resolution="skip",
-                            finished_at=time.time(),
-                        )
-                        yield from self._write(site.thread_id, [done], replacing=[entry])
-                        return _Decision(replay=True, value=value, key=key, entry=done)
+                        value = skipped_result(site, answer.result)
+                        return (yield from self._skip(site, entry, value))
                 # retry (by policy or by a human): run again under the same key
         intent = LedgerEntry(
             field=site.field,
@@ -281,9 +314,44 @@ class LedgerPlans:
             escalations=entry.escalations if entry is not None else (),
             resolution=(ctx.answers[site.field].action if site.field in ctx.answers else None),
             started_at=time.time(),
+            diverged_from=entry.diverged_from if entry is not None else None,
+            hint=hint,
         )
         yield from self._write(site.thread_id, [intent], replacing=[entry] if entry else [])
         return _Decision(replay=False, key=key, entry=intent)
+
+    def _settle_divergence(
+        self, ctx: _TaskContext, site: _Site, entry: LedgerEntry
+    ) -> Plan[_Decision | None]:
+        """Apply a human's answer to a diverged call: ``skip`` records the standing
+        result as the new call's, ``fail`` raises; None runs it (``retry``)."""
+        recorded = ctx.entries.get(entry.diverged_from or "")
+        answer = ctx.answers.get(site.field)
+        if answer is None:  # asked no more: the ledger was since told to run it
+            if self.on_divergence == "new_call":
+                return None
+            raise diverged_error(site, recorded)
+        if answer.action == "fail":
+            raise diverged_error(site, recorded, "a human chose to fail it")
+        if answer.action == "retry":
+            return None
+        if "result" in answer.model_fields_set or recorded is None:
+            value = skipped_result(site, answer.result)
+        else:
+            value = standing_result(recorded, site)
+        return (yield from self._skip(site, entry, value))
+
+    def _skip(self, site: _Site, entry: LedgerEntry, value: Any) -> Plan[_Decision]:
+        """Record ``value`` as the call's result without running it (a human's skip)."""
+        done = replace(
+            self._as_intent(entry, site.thread_id),
+            state=RESULT,
+            result=value,
+            resolution="skip",
+            finished_at=time.time(),
+        )
+        yield from self._write(site.thread_id, [done], replacing=[entry])
+        return _Decision(replay=True, value=value, key=done.idempotency_key or site.key, entry=done)
 
     def _finish(self, site: _Site, decision: _Decision, state: str, **fields: Any) -> Plan[None]:
         entry = replace(
@@ -305,22 +373,13 @@ class LedgerPlans:
         )
 
 
+def _replaced(entry: LedgerEntry, message_calls: list[dict[str, Any]]) -> bool:
+    """Whether the AI message now holds another call at ``entry``'s place."""
+    return entry.position < _FALLBACK_POSITION and _call_at(message_calls, entry) is None
+
+
 def _fresh(exc: BaseException) -> BaseException:
     # Parallel calls re-raise one stopping interrupt; each gets its own exception object.
     if isinstance(exc, GraphInterrupt):
         return GraphInterrupt(*exc.args)
     return exc
-
-
-def _skipped_result(site: _Site, result: Any) -> Any:
-    """What a human's ``skip`` answer hands back: the ToolMessage the tool would have
-    returned (a ToolMessage or Command answer is taken as is)."""
-    if isinstance(result, (ToolMessage, Command)):
-        return result
-    if site.tool_call_id is None:  # a durable call inside a node returns the value itself
-        return result
-    from langgraph.prebuilt.tool_node import msg_content_output
-
-    return ToolMessage(
-        content=msg_content_output(result), name=site.name, tool_call_id=site.tool_call_id
-    )

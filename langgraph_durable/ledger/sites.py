@@ -27,7 +27,7 @@ from langchain_core.runnables import RunnableConfig
 from pydantic import BaseModel
 
 from langgraph_durable.keys import KeySchema, LedgerField
-from langgraph_durable.ledger.entries import EscalationAnswer, LedgerEntry
+from langgraph_durable.ledger.entries import DivergenceAnswer, EscalationAnswer, LedgerEntry
 
 _NS_SEP, _NS_END = "|", ":"
 _FALLBACK_POSITION = 1_000_000  # positions of calls not found in an AI message start here
@@ -77,7 +77,7 @@ class _TaskContext:
         self.loaded = False
         self.entries: dict[str, LedgerEntry] = {}
         self.ledger_damaged = False
-        self.answers: dict[str, EscalationAnswer] = {}
+        self.answers: dict[str, EscalationAnswer | DivergenceAnswer] = {}
         self.failure: BaseException | None = None  # raised by every call of the attempt
         self.positions = 0
         self.claimed: dict[tuple[str, str, str], int] = {}
@@ -125,6 +125,30 @@ def call_site(
         key=_idempotency_key(str(thread_id), field),
         tool_call_id=tool_call_id,
     )
+
+
+def sibling_site(keys: KeySchema, site: _Site, position: int, call: Mapping[str, Any]) -> _Site:
+    """Where another call of ``site``'s AI message, at ``position``, is recorded."""
+    args, args_hash = _canonical_args(call.get("args", {}))
+    w = site.where
+    field = keys.ledger_field(site.task_prefix, position, call["name"], args_hash)
+    return _Site(
+        thread_id=site.thread_id,
+        where=LedgerField(w.checkpoint_ns, w.step, w.task, position, call["name"], args_hash),
+        task_prefix=site.task_prefix,
+        field=field,
+        ordered=True,
+        args=args,
+        key=_idempotency_key(site.thread_id, field),
+        tool_call_id=call.get("id"),
+    )
+
+
+def ordered_positions(calls: list[dict[str, Any]]) -> list[int]:
+    """The indices of an AI message's calls that are recorded at their index: those no
+    other call of the message duplicates (as ``_position_in_message`` decides)."""
+    same = [(c.get("id"), c.get("name"), c.get("args")) for c in calls]
+    return [i for i, c in enumerate(same) if same.count(c) == 1]
 
 
 def _canonical(value: Any) -> Any:

@@ -1,0 +1,136 @@
+"""``@ledger.durable``: side-effecting calls inside ordinary nodes and Functional API tasks.
+
+Owns the decorator and where such a call is recorded: its task (from LangGraph's
+``get_config()``) and its position among the durable calls of that task attempt, so
+they must be called in a deterministic order. A call's escalation (unknown outcome or
+divergence) is raised at its own place in the node, in order with the node's own
+``interrupt()`` calls. Outside a checkpointed graph the function just runs.
+
+Functional API: decorate the function under ``@task`` (``@task`` / ``@ledger.durable`` /
+``def``); LangGraph saves a finished task's result, the ledger covers a crash inside the
+task. Over a ``@task`` it is refused (``wiring.refuse_task``).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from langgraph_durable.ledger.entries import LedgerEntry, Policy
+from langgraph_durable.ledger.policies import check_policy
+from langgraph_durable.ledger.running import CallRunner
+from langgraph_durable.ledger.sites import _Site, _TaskContext, call_site
+from langgraph_durable.ledger.wiring import refuse_task
+
+
+class DurableCalls(CallRunner):
+    """The ``durable`` decorator of ``ToolLedger``."""
+
+    def policy(self, name: str, tool: Any = None) -> Policy:
+        raise NotImplementedError
+
+    def durable(
+        self,
+        fn: Callable[..., Any] | None = None,
+        *,
+        name: str | None = None,
+        policy: Policy | None = None,
+    ) -> Any:
+        """Make a side-effecting function durable when called inside a graph node.
+
+        ``@ledger.durable`` or ``@ledger.durable(name=..., policy=...)``; sync and async
+        functions. A call is keyed by its task and its position among the durable calls
+        of that task (call them in a deterministic order), and by its name and
+        arguments. Outside a checkpointed graph the function just runs. Inside a
+        Functional API ``@task``, put it under ``@task``; over one it raises
+        ``ConfigurationError``.
+        """
+        if policy is not None:
+            check_policy(policy)
+
+        def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
+            refuse_task(func)
+            call_name = name or getattr(func, "__name__", "call")
+
+            def effective_policy() -> Policy:
+                return policy or self.policy(call_name)
+
+            if inspect.iscoroutinefunction(func):
+
+                @functools.wraps(func)
+                async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+                    found = self._node_site(call_name, args, kwargs, effective_policy())
+                    if found is None:
+                        return await func(*args, **kwargs)
+                    ctx, site = found
+                    async with ctx.alock:
+                        if not ctx.loaded:
+                            await self.saver.adrive(self._load(ctx, site))
+                            ctx.loaded = True
+                    escalated = await self.saver.adrive(
+                        self._escalate_inline(ctx, site, effective_policy())
+                    )
+                    self._answer_inline(ctx, site, escalated)
+                    decision = await self.saver.adrive(self._begin(ctx, site, effective_policy()))
+                    if decision.replay:
+                        return decision.value
+                    return await self._run_async(site, decision, lambda: func(*args, **kwargs))
+
+                return async_wrapper
+
+            @functools.wraps(func)
+            def wrapper(*args: Any, **kwargs: Any) -> Any:
+                found = self._node_site(call_name, args, kwargs, effective_policy())
+                if found is None:
+                    return func(*args, **kwargs)
+                ctx, site = found
+                with ctx.lock:
+                    if not ctx.loaded:
+                        self.saver.drive(self._load(ctx, site))
+                        ctx.loaded = True
+                escalated = self.saver.drive(self._escalate_inline(ctx, site, effective_policy()))
+                self._answer_inline(ctx, site, escalated)
+                decision = self.saver.drive(self._begin(ctx, site, effective_policy()))
+                if decision.replay:
+                    return decision.value
+                return self._run_sync(site, decision, lambda: func(*args, **kwargs))
+
+            return wrapper
+
+        return decorate(fn) if fn is not None else decorate
+
+    def _node_site(
+        self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], policy: Policy
+    ) -> tuple[_TaskContext, _Site] | None:
+        if policy == "readonly":
+            return None
+        try:
+            from langgraph.config import get_config
+
+            config = get_config()
+        except RuntimeError:
+            return self._outside()
+        ctx = self._context(config)
+        if ctx is None:
+            return self._outside()
+        with ctx.lock:
+            position = ctx.positions
+            ctx.positions += 1
+        site = call_site(
+            self._keys,
+            config,
+            ctx,
+            name,
+            {"args": list(args), "kwargs": kwargs},
+            tool_call_id=None,
+            position=position,
+        )
+        return (ctx, site) if site is not None else self._outside()
+
+    def _answer_inline(self, ctx: _TaskContext, site: _Site, entry: LedgerEntry | None) -> None:
+        """A sequential call escalates at its own place in the node, so its
+        ``interrupt()`` calls keep their order among the node's other interrupts."""
+        if entry is not None:
+            self._ask(ctx, site, [(slot, entry) for slot in entry.escalations])

@@ -1,0 +1,111 @@
+"""Running one recorded call: its task attempt, the escalations' ``interrupt()``, the call.
+
+Owns what every integration (ToolNode wrappers, ``@durable``) shares once it knows where
+a call is recorded: the context of the task attempt it belongs to, raising the task's
+escalations (unknown outcomes and divergences alike, ``divergence.question`` says what
+each asks) and running the call between its intent and its result, in a thin sync and
+a thin async shell around the same plans.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.errors import GraphBubbleUp, GraphInterrupt
+from langgraph.types import interrupt
+from pydantic import ValidationError
+
+from langgraph_durable.ledger.divergence import question
+from langgraph_durable.ledger.entries import ERROR, INTERRUPTED, RESULT, LedgerEntry, _describe
+from langgraph_durable.ledger.plans import LedgerPlans, _Decision
+from langgraph_durable.ledger.sites import _current_key, _Site, _TaskContext
+from langgraph_durable.ledger.wiring import check_recordable
+
+logger = logging.getLogger("langgraph_durable")
+R = TypeVar("R")
+# Task attempts whose shared state is kept; an attempt evicted while still running would
+# load its entries again, so this is far above the tasks one process runs at once.
+_CONTEXTS_KEPT = 10_000
+
+
+class CallRunner(LedgerPlans):
+    """Task contexts, escalations and the sync/async shells of ``ToolLedger``."""
+
+    def __init__(self) -> None:
+        self._contexts: OrderedDict[int, _TaskContext] = OrderedDict()
+        self._contexts_lock = threading.Lock()
+        self._warned_outside = False
+
+    def _ask(
+        self, ctx: _TaskContext, site: _Site, escalations: list[tuple[int, LedgerEntry]]
+    ) -> None:
+        """Raise every escalation's ``interrupt()`` in its number's order; keep the answers
+        that apply to current attempts, or the interrupt (or invalid answer) that stops
+        the task, for every call."""
+        for slot, entry in escalations:
+            value, schema = question(site.thread_id, slot, entry, ctx.entries)
+            try:
+                answer = interrupt(value, response_schema=schema)
+            except (GraphInterrupt, ValidationError) as exc:  # an invalid answer can be
+                ctx.failure = exc  # answered again: LangGraph stores nothing for it
+                return
+            if slot == entry.escalation:
+                ctx.answers[entry.field] = answer
+
+    def _context(self, config: RunnableConfig) -> _TaskContext | None:
+        scratchpad = config.get("configurable", {}).get("__pregel_scratchpad")
+        if scratchpad is None:
+            return None
+        with self._contexts_lock:
+            ctx = self._contexts.get(id(scratchpad))
+            if ctx is None or ctx.scratchpad is not scratchpad:
+                ctx = _TaskContext(scratchpad)
+                self._contexts[id(scratchpad)] = ctx
+                while len(self._contexts) > _CONTEXTS_KEPT:
+                    self._contexts.popitem(last=False)
+            return ctx
+
+    def _outside(self) -> None:
+        if not self._warned_outside:
+            self._warned_outside = True
+            logger.warning(
+                "langgraph-durable: a ledger-wrapped call ran outside a checkpointed graph "
+                "task (no thread_id); it is not recorded"
+            )
+
+    def _run_sync(self, site: _Site, decision: _Decision, call: Callable[[], R]) -> R:
+        token = _current_key.set(decision.key)
+        try:
+            result = check_recordable(call())
+        except GraphBubbleUp:  # the tool itself interrupted: LangGraph reruns it on resume
+            self.saver.drive(self._finish(site, decision, INTERRUPTED))
+            raise
+        except Exception as exc:
+            self.saver.drive(self._finish(site, decision, ERROR, error=_describe(exc)))
+            raise
+        finally:
+            _current_key.reset(token)
+        self.saver.drive(self._finish(site, decision, RESULT, result=result))
+        return result
+
+    async def _run_async(
+        self, site: _Site, decision: _Decision, call: Callable[[], Awaitable[R]]
+    ) -> R:
+        token = _current_key.set(decision.key)
+        try:
+            result = check_recordable(await call())
+        except GraphBubbleUp:
+            await self.saver.adrive(self._finish(site, decision, INTERRUPTED))
+            raise
+        except Exception as exc:
+            await self.saver.adrive(self._finish(site, decision, ERROR, error=_describe(exc)))
+            raise
+        finally:
+            _current_key.reset(token)
+        await self.saver.adrive(self._finish(site, decision, RESULT, result=result))
+        return result

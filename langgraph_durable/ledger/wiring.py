@@ -1,0 +1,68 @@
+"""How the ledger is plugged into LangGraph, and the wirings it refuses with advice.
+
+Owns the traps between LangGraph's integration points and the ledger:
+  * A ToolNode given only ``awrap_tool_call`` calls nothing of the ledger in a sync run
+    (LangGraph's sync path uses ``wrap_tool_call`` alone), so the ledger cannot even
+    warn: ``ToolLedger.tool_node`` builds a node wired for both.
+  * A ToolNode given only ``wrap_tool_call`` calls it on the event loop in an async run,
+    where an ``AsyncRedisSaver`` cannot be waited for: refused, naming the missing
+    ``awrap_tool_call`` (``refuse_sync_on_loop``).
+  * ``@ledger.durable`` stacked over a Functional API ``@task`` would record the task's
+    future, not its result: refused at decoration, naming the order that works
+    (``@task`` over ``@ledger.durable``); a durable function returning any future is
+    refused before its result is recorded (``check_recordable``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+from typing import Any, TypeVar
+
+from langgraph_durable.errors import ConfigurationError
+
+T = TypeVar("T")
+
+
+def refuse_sync_on_loop(saver: Any) -> None:
+    """Raise ``ConfigurationError`` if the sync wrapper runs on ``saver``'s own event loop."""
+    loop = getattr(saver, "loop", None)
+    if loop is None:
+        return
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    if running is loop:
+        raise ConfigurationError(
+            "the ledger's sync wrap_tool_call was called inside an async run "
+            "(ainvoke/astream): LangGraph does that when a ToolNode has no awrap_tool_call, "
+            "and an AsyncRedisSaver cannot be waited for on its own event loop. Pass "
+            "awrap_tool_call=ledger.awrap_tool_call as well, or build the node with "
+            "ledger.tool_node(tools)"
+        )
+
+
+def refuse_task(func: Any) -> None:
+    """Raise ``ConfigurationError`` if ``func`` is a Functional API ``@task``."""
+    from langgraph import func as functional
+
+    task_type = getattr(functional, "_TaskFunction", None)
+    if task_type is not None and isinstance(func, task_type):
+        raise ConfigurationError(
+            f"@ledger.durable cannot wrap the @task {getattr(func, '__name__', func)!r}: "
+            "a task call returns a future, not the result the ledger records. Put "
+            "@ledger.durable under @task instead (@task, then @ledger.durable, then def): "
+            "the call is recorded inside the task"
+        )
+
+
+def check_recordable(result: T) -> T:
+    """``result``, unless it is a future (the ledger records results, not promises)."""
+    if isinstance(result, (concurrent.futures.Future, asyncio.Future)):
+        raise ConfigurationError(
+            f"a ledger-recorded call returned a {type(result).__name__}, not a result: "
+            "a durable function must return its result (call .result() on a Functional "
+            "API task's future inside it, or put @ledger.durable under @task)"
+        )
+    return result
