@@ -11,6 +11,7 @@ from langchain_core.runnables import RunnableConfig
 
 from benchmarks.harness import (
     PAYLOAD,
+    REDIS_FAMILIES,
     SAVERS,
     Bench,
     Handle,
@@ -46,19 +47,30 @@ def workload_graph(b: Bench, rounds: int, repeats: int) -> dict[str, Any]:
         floor = Handle("redis-floor", REDIS_FLOOR_LABEL, "redis-floor", "sync", floor_saver)
         runners[floor.key] = (floor, builder.compile(checkpointer=floor_saver))
     samples: dict[str, list[float]] = {k: [] for k in runners}
+    cpu: dict[str, list[float]] = {k: [] for k in runners}  # Redis server µs per superstep
+    memory: dict[str, int] = {}  # Redis MEMORY USAGE of one finished thread
+    admin = redis.Redis.from_url(b.redis_url)
+    b.stack.callback(admin.close)
     keys = list(runners)
     for r in range(repeats + 1):  # round 0 warms up every saver and is discarded
         for key in keys[r % len(keys) :] + keys[: r % len(keys)]:
             h, graph = runners[key]
+            thread_id = b.thread(key, "graph")
             config: RunnableConfig = {
-                "configurable": {"thread_id": b.thread(key, "graph")},
+                "configurable": {"thread_id": thread_id},
                 "recursion_limit": 1000,
             }
             steps: list[Step] = [("invoke", functools.partial(invoke_react, h, graph, config))]
+            used = redis_cpu_s(admin)
             d = run_steps(b, h, steps, {})["invoke"]
             if r:
                 samples[key].append(d / supersteps)
+                if h.family in REDIS_FAMILIES or key == "redis-floor":
+                    cpu[key].append((redis_cpu_s(admin) - used) * 1e6 / supersteps)
+            if r == 1 and h.thread_patterns is not None:
+                memory[key] = thread_memory(admin, h.thread_patterns(thread_id))
     per_step = {k: median_us(v) for k, v in samples.items()}
+    cpu_per_step = {k: median_us([x / 1e6 for x in v]) for k, v in cpu.items() if v}
     rows: dict[str, Any] = {}
     redis_floor = per_step.get("redis-floor")
     for key, (h, _) in runners.items():
@@ -69,7 +81,13 @@ def workload_graph(b: Bench, rounds: int, repeats: int) -> dict[str, Any]:
         overhead = per_step[key] - base
         mem_overhead = mem - base if mem is not None else None
         floor_overhead = redis_floor - per_step["none-sync"] if redis_floor else None
+        server = cpu_per_step.get(key)
+        floor_cpu = cpu_per_step.get("redis-floor")
         rows[key] = {
+            "redis_cpu_us": server,
+            "redis_cpu_vs_floor": server / floor_cpu if server and floor_cpu else None,
+            "supersteps_per_redis_core": 1e6 / server if server else None,
+            "thread_memory_bytes": memory.get(key),
             "superstep_us": per_step[key],
             "overhead_us": overhead,
             "superstep_ratio": per_step[key] / mem if mem else None,
@@ -92,6 +110,18 @@ def workload_graph(b: Bench, rounds: int, repeats: int) -> dict[str, Any]:
     }
 
 
+def redis_cpu_s(client: redis.Redis) -> float:
+    """Seconds of CPU the Redis server has used (INFO cpu: user + system, every thread)."""
+    info = client.info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+
+def thread_memory(client: redis.Redis, patterns: list[str]) -> int:
+    """Redis MEMORY USAGE of every key of one thread."""
+    keys = {k for pattern in patterns for k in client.scan_iter(match=pattern, count=1000)}
+    return sum(client.memory_usage(k, samples=0) or 0 for k in keys)
+
+
 def render_graph(g: dict[str, Any]) -> list[str]:
     base = ", ".join(f"{fu(v)} µs ({k} API)" for k, v in g["no_checkpointer_us"].items())
     rows = []
@@ -108,6 +138,17 @@ def render_graph(g: dict[str, Any]) -> list[str]:
                 mark(v["overhead_ratio"], 1.25) if ours else "",
             ]
         )
+    server_rows = [
+        [
+            REDIS_FLOOR_LABEL if k == "redis-floor" else label(k),
+            fu(v["redis_cpu_us"]),
+            fx(v["redis_cpu_vs_floor"]),
+            fu(v["supersteps_per_redis_core"]),
+            fu(v["thread_memory_bytes"]),
+        ]
+        for k, v in g["savers"].items()
+        if v.get("redis_cpu_us")
+    ]
     return section(
         f"(a) ReAct graph, {g['rounds']} rounds ({g['supersteps']} supersteps), "
         f'durability="sync", median of {g["repeats"]}',
@@ -128,5 +169,20 @@ def render_graph(g: dict[str, Any]) -> list[str]:
                 "target ≤1.25× InMemory",
             ],
             rows,
+        ),
+        "",
+        "What the Redis server spends: CPU per superstep from `INFO cpu` (user + system) "
+        "around each run, supersteps one Redis core sustains at that rate, and `MEMORY "
+        "USAGE` of one finished thread.",
+        "",
+        md_table(
+            [
+                "saver",
+                "Redis CPU µs/superstep",
+                "× Redis floor",
+                "supersteps per Redis core",
+                "thread memory bytes",
+            ],
+            server_rows,
         ),
     )
