@@ -42,6 +42,7 @@ from langgraph_durable.demo_agent import (
     operator_answer,
     research_agent,
 )
+from langgraph_durable.embedded import DEMO_PREFIX, DEMO_TTL
 from langgraph_durable.ledger import ToolLedger
 from langgraph_durable.redact import redact_url
 from langgraph_durable.saver import RedisSaver
@@ -63,7 +64,9 @@ def worker(
     world = World(directory)
     ran: set[tuple[Any, str]] = set()
     escalations: list[dict[str, Any]] = []
-    with RedisSaver.from_conn_string(url, key_prefix=prefix, signing_key=signing_key) as saver:
+    with RedisSaver.from_conn_string(
+        url, key_prefix=prefix, signing_key=signing_key, ttl=DEMO_TTL
+    ) as saver:
         ledger = ToolLedger(saver, policies=POLICIES)
         calls: dict[tuple[Any, str], str] = {}  # (step, tool_call_id) -> tool name
 
@@ -125,7 +128,9 @@ def damage_newest_checkpoint(
     url: str, prefix: str, thread_id: str, signing_key: list[bytes] | None = None
 ) -> str:
     """Flip one bit of the newest checkpoint record (what a torn write or bad disk does)."""
-    with RedisSaver.from_conn_string(url, key_prefix=prefix, signing_key=signing_key) as saver:
+    with RedisSaver.from_conn_string(
+        url, key_prefix=prefix, signing_key=signing_key, ttl=DEMO_TTL
+    ) as saver:
         latest = saver.get_tuple({"configurable": {"thread_id": thread_id}})
         assert latest is not None
         checkpoint_id = latest.config["configurable"]["checkpoint_id"]
@@ -175,7 +180,9 @@ def start_and_kill(
         stdout=subprocess.PIPE,
         env=worker_env(url, signing_key, hang_mail=True),
     )
-    with RedisSaver.from_conn_string(url, key_prefix=prefix, signing_key=signing_key) as saver:
+    with RedisSaver.from_conn_string(
+        url, key_prefix=prefix, signing_key=signing_key, ttl=DEMO_TTL
+    ) as saver:
         ledger = ToolLedger(saver, policies=POLICIES)
 
         def charge_recorded() -> bool:
@@ -197,7 +204,7 @@ def start_and_kill(
 def run_demo(
     url: str,
     *,
-    prefix: str = "lgd",
+    prefix: str = DEMO_PREFIX,
     damage: bool = False,
     delay: float = 0.5,
     emit: Any = print,

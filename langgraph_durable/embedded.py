@@ -1,8 +1,9 @@
 """A local Redis server for the demo and for trying things out, when no URL is given.
 
 ``redis-server`` (or ``valkey-server``) from PATH, else the Valkey of the ``embedded``
-extra, is started with AOF persistence in a
-data directory (default ``./.langgraph-durable/``). A second process finds it through the
+extra, is started with AOF persistence in a data directory: one per user by default
+(``default_data_dir``), so the demo, the notebooks and the command line find the same
+server from any working directory. A second process finds it through the
 port file and reuses it; a stale pid or port file (server gone) is replaced. A server
 counts as this data directory's only when its ``process_id`` is the pid in the pid file:
 whatever else answers on a remembered port (another project's Redis, after a reboot) is
@@ -25,7 +26,21 @@ from redis.retry import Retry
 
 from langgraph_durable.errors import ConfigurationError
 
-DEFAULT_DATA_DIR = Path(".langgraph-durable")
+DATA_DIR_ENV = "LGD_DATA_DIR"
+DEMO_PREFIX = "lgd-demo"  # the demo's data, apart from an application's "lgd"
+DEMO_TTL = 24 * 3600  # seconds: demo threads expire a day after their last write
+
+
+def default_data_dir() -> Path:
+    """The embedded server's data directory: ``$LGD_DATA_DIR``, else
+    ``$XDG_DATA_HOME/langgraph-durable``, else ``~/.local/share/langgraph-durable``
+    (``%LOCALAPPDATA%\\langgraph-durable`` on Windows)."""
+    if explicit := os.environ.get(DATA_DIR_ENV):
+        return Path(explicit).expanduser()
+    if os.name == "nt" and os.environ.get("LOCALAPPDATA"):
+        return Path(os.environ["LOCALAPPDATA"]) / "langgraph-durable"
+    base = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
+    return Path(base) / "langgraph-durable"
 
 
 def _free_port() -> int:
@@ -99,13 +114,13 @@ class EmbeddedRedis:
     """A local server in ``data_dir``: ``url`` starts it, or finds the running one."""
 
     def __init__(
-        self, data_dir: str | os.PathLike[str] = DEFAULT_DATA_DIR, *, appendfsync: str = "everysec"
+        self, data_dir: str | os.PathLike[str] | None = None, *, appendfsync: str = "everysec"
     ) -> None:
         if appendfsync not in ("always", "everysec", "no"):
             raise ConfigurationError(
                 f"appendfsync must be always, everysec or no, not {appendfsync!r}"
             )
-        self.data_dir = Path(data_dir).resolve()
+        self.data_dir = Path(data_dir if data_dir is not None else default_data_dir()).resolve()
         self.appendfsync = appendfsync
 
     @property
@@ -131,17 +146,26 @@ class EmbeddedRedis:
         pid = self._pid()
         return port if pid is not None and _server_pid(port) == pid else None
 
-    def start(self) -> str:
-        """The server's URL, starting the server if it is not running."""
-        if port := self.running_port():
-            return f"redis://127.0.0.1:{port}/0"
+    def start(self, port: int | None = None) -> str:
+        """The server's URL, starting the server if it is not running: on ``port``, else
+        on a free one. A server running on another port than ``port``, or a ``port``
+        that is taken, raises ``ConfigurationError``."""
+        if running := self.running_port():
+            if port is not None and port != running:
+                raise ConfigurationError(
+                    f"the server of {self.data_dir} already runs on port {running}: "
+                    "stop it first (langgraph-durable server stop)"
+                )
+            return f"redis://127.0.0.1:{running}/0"
         binary = find_server_binary()
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        for _ in range(5):  # a free port can be taken before the server binds it
-            port = _free_port()
-            if self._launch(binary, port):
-                self.port_file.write_text(str(port))
-                return f"redis://127.0.0.1:{port}/0"
+        for _ in range(1 if port is not None else 5):  # a free port can be taken meanwhile
+            chosen = port if port is not None else _free_port()
+            if self._launch(binary, chosen):
+                self.port_file.write_text(str(chosen))
+                return f"redis://127.0.0.1:{chosen}/0"
+        if port is not None:
+            raise ConfigurationError(f"port {port} is taken; see {self.data_dir / 'redis.log'}")
         raise ConfigurationError(f"{binary} did not start; see {self.data_dir / 'redis.log'}")
 
     def _launch(self, binary: str, port: int) -> bool:
@@ -210,6 +234,6 @@ class EmbeddedRedis:
         return True
 
 
-def resolve_url(url: str | None = None, data_dir: str | os.PathLike[str] = DEFAULT_DATA_DIR) -> str:
+def resolve_url(url: str | None = None, data_dir: str | os.PathLike[str] | None = None) -> str:
     """``url``, else ``REDIS_URL``, else the embedded server's URL (started if needed)."""
     return url or os.environ.get("REDIS_URL") or EmbeddedRedis(data_dir).start()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import uuid
@@ -14,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from langgraph_durable import RedisSaver
 from tests.helpers.redis_keys import delete_prefix, flip_last_bit
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,8 +46,14 @@ def demo(redis_url: str) -> Iterator[tuple[dict[str, str], dict[str, Any]]]:
     client.close()
 
 
-def test_demo_repeats_no_side_effect_and_shows_the_fallback(demo: Any) -> None:
-    _, verdict = demo
+def test_demo_repeats_no_side_effect_and_shows_the_fallback(demo: Any, redis_url: str) -> None:
+    env, verdict = demo
+    import redis
+
+    client = redis.Redis.from_url(redis_url)
+    tk = RedisSaver(client, key_prefix=env["LGD_PREFIX"]).keys.thread(verdict["thread_id"])
+    assert 0 < client.ttl(tk.cp) <= 24 * 3600, "the demo's data expires"
+    client.close()
     assert verdict["exactly_once"] is True
     assert verdict["side_effects"] == verdict["planned"] == 4 and verdict["duplicates"] == []
     assert verdict["replayed"] == ["charge_card"]  # recorded before the kill
@@ -122,6 +130,29 @@ def test_server_start_status_stop(tmp_path: Path) -> None:
     finally:
         assert run(["server", "stop", *data], env).stdout.strip() == "stopped"
     assert "not running" in run(["server", "status", *data], env, check=False).stdout
+
+
+def test_server_start_on_a_port_and_one_data_dir_per_user(tmp_path: Path) -> None:
+    """``--port`` picks the port; the default data directory is the user's, whatever the
+    working directory (LGD_DATA_DIR, else XDG_DATA_HOME), so every tool finds one server."""
+    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "LGD_DATA_DIR")}
+    env["XDG_DATA_HOME"] = str(tmp_path / "xdg")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = run(["server", "start", "--port", str(port)], env).stdout.strip()
+    try:
+        assert url == f"redis://127.0.0.1:{port}/0"
+        status = json.loads(run(["server", "status", "--json"], env).stdout)
+        assert status["data_dir"] == str(tmp_path / "xdg" / "langgraph-durable")
+        other = run(["server", "start", "--port", str(port + 1)], env, check=False)
+        assert other.returncode == 2 and f"already runs on port {port}" in other.stderr
+        assert len(other.stderr.strip().splitlines()) == 1  # one line, no traceback
+    finally:
+        assert run(["server", "stop"], env).stdout.strip() == "stopped"
+    explicit = {**env, "LGD_DATA_DIR": str(tmp_path / "mine")}
+    status = json.loads(run(["server", "status", "--json"], explicit, check=False).stdout)
+    assert status["data_dir"] == str(tmp_path / "mine")
 
 
 # -- safe to point at production ------------------------------------------------------

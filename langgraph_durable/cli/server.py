@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Any
 
 import click
 
 from langgraph_durable.cli.common import checked_url, common, open_saver, out
-from langgraph_durable.embedded import DEFAULT_DATA_DIR, EmbeddedRedis
+from langgraph_durable.embedded import DEMO_PREFIX, EmbeddedRedis, default_data_dir
 
 
 @click.command()
@@ -16,13 +17,24 @@ from langgraph_durable.embedded import DEFAULT_DATA_DIR, EmbeddedRedis
 @click.option("--damage", is_flag=True, help="damage the newest checkpoint before resuming")
 @click.option("--delay", type=float, default=0.5, show_default=True, help="tool latency (s)")
 def demo(redis_url: str | None, key_prefix: str, as_json: bool, damage: bool, delay: float) -> None:
-    """Kill an agent with SIGKILL mid-run, resume it, check effects happened exactly once."""
+    """Kill an agent with SIGKILL mid-run, resume it, check effects happened exactly once.
+
+    Its threads go under the key prefix "lgd-demo" (unless --key-prefix says otherwise)
+    and expire a day after their last write."""
     from langgraph_durable.demo import run_demo
 
+    ctx = click.get_current_context()
+    if ctx.get_parameter_source("key_prefix") is click.core.ParameterSource.DEFAULT:
+        key_prefix = DEMO_PREFIX  # never mixed into an application's default "lgd"
     url = checked_url(redis_url)
     with open_saver(url, key_prefix):  # Redis answers (else one line, exit 2) before workers start
         pass
     emit = (lambda line: None) if as_json else click.echo
+    if redis_url is None:  # the embedded server: say where it runs and how to stop it
+        emit(
+            f"embedded Redis at {url}, data in {EmbeddedRedis().data_dir}; it keeps running "
+            "for the notebooks and the command line: `langgraph-durable server stop` stops it"
+        )
     verdict = run_demo(
         url,
         prefix=key_prefix,
@@ -38,28 +50,38 @@ def demo(redis_url: str | None, key_prefix: str, as_json: bool, damage: bool, de
 
 @click.group()
 def server() -> None:
-    """The embedded Redis server (in ./.langgraph-durable/)."""
+    """The embedded Redis server (one per user; see --data-dir)."""
+
+
+def data_dir_option(command: Any) -> Any:
+    return click.option(
+        "--data-dir",
+        default=None,
+        help="default: $LGD_DATA_DIR, else one per user "
+        f"({default_data_dir()}), shared by the demo, the notebooks and the command line",
+    )(command)
 
 
 @server.command("start")
-@click.option("--data-dir", default=str(DEFAULT_DATA_DIR), show_default=True)
+@data_dir_option
+@click.option("--port", type=click.IntRange(1, 65535), help="default: a free port")
 @click.option("--appendfsync", type=click.Choice(["always", "everysec", "no"]), default="everysec")
-def server_start(data_dir: str, appendfsync: str) -> None:
+def server_start(data_dir: str | None, port: int | None, appendfsync: str) -> None:
     """Start the server (or find the running one) and print its URL."""
-    click.echo(EmbeddedRedis(data_dir, appendfsync=appendfsync).start())
+    click.echo(EmbeddedRedis(data_dir, appendfsync=appendfsync).start(port))
 
 
 @server.command("stop")
-@click.option("--data-dir", default=str(DEFAULT_DATA_DIR), show_default=True)
-def server_stop(data_dir: str) -> None:
+@data_dir_option
+def server_stop(data_dir: str | None) -> None:
     """Stop the server, saving its data."""
     click.echo("stopped" if EmbeddedRedis(data_dir).stop() else "not running")
 
 
 @server.command("status")
-@click.option("--data-dir", default=str(DEFAULT_DATA_DIR), show_default=True)
+@data_dir_option
 @click.option("--json", "as_json", is_flag=True)
-def server_status(data_dir: str, as_json: bool) -> None:
+def server_status(data_dir: str | None, as_json: bool) -> None:
     """Whether the server runs, and where."""
     embedded = EmbeddedRedis(data_dir)
     port = embedded.running_port()
