@@ -217,9 +217,11 @@ def async_client(
     (a call waits up to 20 s for a free connection unless ``timeout`` says otherwise),
     a cluster client, or the master a ``redis+sentinel://`` URL's sentinels name."""
     saver_names = keywords(saver_cls) - _NOT_OPTIONS | {"cluster", "max_connections"}
+    if _scheme(url) == SENTINEL_SCHEME:
+        # redis-py's sentinel pool does not block when full: capped only if asked to.
+        capped = {"max_connections": max_connections} if max_connections else {}
+        return _sentinel_client(url, {**capped, **options}, asyncio=True, saver_names=saver_names)  # type: ignore[no-any-return]
     max_connections = max_connections or DEFAULT_MAX_CONNECTIONS
-    if _scheme(url) == SENTINEL_SCHEME:  # redis-py's sentinel pool does not block: no cap
-        return _sentinel_client(url, options, asyncio=True, saver_names=saver_names)  # type: ignore[no-any-return]
     if cluster:
         accepted = keywords(redis.asyncio.cluster.RedisCluster)
         _check(options, accepted, client="redis-py's asyncio RedisCluster", saver_names=saver_names)
