@@ -65,7 +65,7 @@ class AsyncRedisSaver(PlanShell, BaseRedisSaver):
             asyncio=True,
             max_connections=max_connections,
         )
-        self.cluster = isinstance(self.client, redis.asyncio.cluster.RedisCluster)
+        self.cluster = connect.is_cluster(self.client)
         self._scripts = scripts.ScriptSet()  # until asetup() knows the server
         try:
             self.loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()

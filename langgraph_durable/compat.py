@@ -3,10 +3,11 @@
 Owns the arguments a user of langgraph-checkpoint-redis brings along and what they mean
 here: where the client comes from (a client or URL first, ``redis_url=``,
 ``redis_client=``, ``connection_args=``) and whether the saver owns it; its ``ttl`` dict
-(``default_ttl`` in minutes, ``refresh_on_read``); its ``checkpoint_prefix``. (``prune``'s ``keep_last`` is the plan's own
-argument: ``threads.py``.) What has no counterpart here raises ``ConfigurationError``
-naming it, never silently changes behaviour. No I/O: clients are made lazily by
-``connect.py`` (redis-py connects at the first command).
+(``default_ttl`` in minutes, ``refresh_on_read``); its ``checkpoint_prefix``.
+(``prune``'s ``keep_last`` is the plan's own argument: ``threads.py``.) What has no
+counterpart here raises ``ConfigurationError`` naming it, never silently changes
+behaviour. No I/O: clients are made lazily by ``connect.py`` (redis-py connects at the
+first command).
 """
 
 from __future__ import annotations
@@ -123,8 +124,6 @@ def open_client(
     argument), ``redis_url`` or ``redis_client``. ``connection_args`` are redis-py options
     for a client the saver makes from a URL; a handed-in client keeps its own.
     """
-    url = client if isinstance(client, str) else None
-    given = None if isinstance(client, str) else client
     sources = [
         name
         for name, value in (
@@ -139,22 +138,35 @@ def open_client(
             "pass exactly one of a client or URL as first argument, redis_url= or "
             f"redis_client=; got {' and '.join(sources) if sources else 'none'}"
         )
-    url = url or redis_url
-    given = given if given is not None else redis_client
     if connection_args is not None and not isinstance(connection_args, Mapping):
         raise ConfigurationError(
             f"connection_args must be a dict of redis-py options, got {connection_args!r}"
         )
-    if given is not None:
-        if connection_args:
+    url = client if isinstance(client, str) else redis_url
+    if url is None:  # a handed-in client: the options for making one do not apply
+        given = client if client is not None else redis_client
+        unused = [
+            name
+            for name, value in (
+                (f"connection_args ({', '.join(sorted(connection_args or {}))})", connection_args),
+                ("max_connections", max_connections),
+            )
+            if value
+        ]
+        if unused:
             raise ConfigurationError(
-                f"connection_args ({', '.join(sorted(connection_args))}) only configure a "
-                "client the saver makes from a URL; set them on the client you pass"
+                f"{' and '.join(unused)} only configure a client the saver makes from a "
+                "URL; set them on the client you pass"
             )
         connect.check_client(given, asyncio=asyncio)
+        if cluster and not connect.is_cluster(given):
+            raise ConfigurationError(
+                f"cluster=True, but the client is a {type(given).__name__}: pass a "
+                "RedisCluster client, or a URL with cluster=True"
+            )
         return given, False
     if not isinstance(url, str) or not url:
-        raise ConfigurationError(f"redis_url must be a non-empty str, got {url!r}")
+        raise ConfigurationError(f"the Redis URL must be a non-empty str, got {url!r}")
     options = dict(connection_args or {})
     if asyncio:
         made = connect.async_client(

@@ -2,12 +2,13 @@
 
 Owns which clients a saver accepts (``check_client``), how the savers' own clients
 retry (``client_retry``), Redis Sentinel URLs (``redis+sentinel://``: the master the
-sentinels name, through redis-py's ``Sentinel.master_for``), and the split of ``from_conn_string``'s keywords into saver options (the parameters of
-the saver's ``__init__``: ``key_prefix``, ``ttl``, ...) and client options (everything
-else, for redis-py: ``ssl_ca_certs``, ``socket_timeout``, ``username``, ...), and the
-check that redis-py takes every client option. Unchecked, redis-py reports an unknown
-keyword only at the first command, as a TypeError from deep inside it, and the Redis
-Cluster client drops it silently (a misspelt ``ssl_ca_certs`` would go unnoticed).
+sentinels name, through redis-py's ``Sentinel.master_for``), the split of
+``from_conn_string``'s keywords into saver options (the parameters of the saver's
+``__init__``: ``key_prefix``, ``ttl``, ...) and client options (everything else, for
+redis-py: ``ssl_ca_certs``, ``socket_timeout``, ``username``, ...), and the check that
+redis-py takes every client option. Unchecked, redis-py reports an unknown keyword only
+at the first command, as a TypeError from deep inside it, and the Redis Cluster client
+drops it silently (a misspelt ``ssl_ca_certs`` would go unnoticed).
 """
 
 from __future__ import annotations
@@ -76,6 +77,11 @@ def check_client(client: Any, *, asyncio: bool) -> None:
 
 
 DEFAULT_MAX_CONNECTIONS = 100  # AsyncRedisSaver's pool: many graphs share it
+
+
+def is_cluster(client: Any) -> bool:
+    """Whether ``client`` is a Redis Cluster client (sync or asyncio)."""
+    return isinstance(client, (redis.cluster.RedisCluster, redis.asyncio.cluster.RedisCluster))
 
 
 def client_retry(*, asyncio: bool) -> Any:
@@ -183,7 +189,8 @@ def sync_client(
     """A ``redis.Redis`` (or ``RedisCluster``) for ``url`` with the client ``options``."""
     saver_names = keywords(saver_cls) - _NOT_OPTIONS | {"cluster"}
     if _scheme(url) == SENTINEL_SCHEME:
-        return _sentinel_client(url, options, asyncio=False, saver_names=saver_names)  # type: ignore[no-any-return]
+        master: redis.Redis = _sentinel_client(url, options, asyncio=False, saver_names=saver_names)
+        return master
     if cluster:
         # RedisCluster hands its nodes only the keywords it knows and drops the others.
         allowed = set(getattr(redis.cluster, "REDIS_ALLOWED_KEYS", ())) - set(
@@ -220,7 +227,10 @@ def async_client(
     if _scheme(url) == SENTINEL_SCHEME:
         # redis-py's sentinel pool does not block when full: capped only if asked to.
         capped = {"max_connections": max_connections} if max_connections else {}
-        return _sentinel_client(url, {**capped, **options}, asyncio=True, saver_names=saver_names)  # type: ignore[no-any-return]
+        amaster: redis.asyncio.Redis = _sentinel_client(
+            url, {**capped, **options}, asyncio=True, saver_names=saver_names
+        )
+        return amaster
     max_connections = max_connections or DEFAULT_MAX_CONNECTIONS
     if cluster:
         accepted = keywords(redis.asyncio.cluster.RedisCluster)
@@ -285,13 +295,13 @@ def parse_sentinel_url(url: str) -> SentinelUrl:
 
 
 def _address(part: str, url: str) -> tuple[str, int]:
-    """``host[:port]`` or ``[ipv6][:port]`` of a sentinel."""
+    """``host[:port]`` or ``[ipv6][:port]`` of a sentinel (port 26379 if none)."""
     if part.startswith("["):
         host, _, rest = part[1:].partition("]")
-        port = rest[1:] if rest.startswith(":") else ("x" if rest else "")
+        after_host, port = rest[:1], rest[1:]
     else:
-        host, _, port = part.partition(":")
-    if not host or (port and not port.isdigit()):
+        host, after_host, port = part.partition(":")
+    if not host or after_host not in ("", ":") or (port and not port.isdigit()):
         raise ConfigurationError(f"bad sentinel address {part!r} in {_masked(url)}")
     return host, int(port) if port else SENTINEL_PORT
 

@@ -74,7 +74,7 @@ class RedisSaver(PlanShell, BaseRedisSaver):
             cluster=cluster,
             asyncio=False,
         )
-        self.cluster = isinstance(self.client, redis.cluster.RedisCluster)
+        self.cluster = connect.is_cluster(self.client)
         self._scripts = scripts.ScriptSet()  # until setup() knows the server
 
     @classmethod

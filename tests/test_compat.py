@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 import redis
+import redis.asyncio
 from langgraph.types import Command
 
 from langgraph_durable import (
@@ -116,9 +117,14 @@ def test_from_conn_string_takes_redis_url_connection_args_and_the_ttl_dict(
             lambda url, c: RedisSaver(redis_client=c, connection_args={"socket_timeout": 1}),
             "connection_args \\(socket_timeout\\) only configure",
         ),
+        (lambda url, c: RedisSaver(c, cluster=True), "cluster=True, but the client is a Redis"),
+        (
+            lambda url, c: AsyncRedisSaver(redis.asyncio.Redis.from_url(url), max_connections=5),
+            "max_connections only configure",
+        ),
         (lambda url, c: RedisSaver(url, connection_args={"sockettimeout": 1}), "'sockettimeout'"),
         (lambda url, c: RedisSaver(url, connection_args=[("db", 1)]), "connection_args must"),
-        (lambda url, c: RedisSaver(redis_url=""), "non-empty str"),
+        (lambda url, c: RedisSaver(redis_url=""), "URL must be a non-empty str, got ''"),
         (lambda url, c: RedisSaver(url, checkpoint_write_prefix="w"), "checkpoint_write_prefix"),
         (lambda url, c: RedisSaver(url, ttl={"default_ttl": 1, "sweep": 1}), "'sweep'"),
         (lambda url, c: RedisSaver(url, refresh_on_read=True), "needs a ttl"),
