@@ -29,6 +29,7 @@ import redis.cluster
 import redis.connection
 
 from langgraph_durable.errors import ConfigurationError
+from langgraph_durable.redact import redact_url
 
 logger = logging.getLogger("langgraph_durable")
 
@@ -188,7 +189,7 @@ def sync_client(
 ) -> redis.Redis | redis.cluster.RedisCluster:
     """A ``redis.Redis`` (or ``RedisCluster``) for ``url`` with the client ``options``."""
     saver_names = keywords(saver_cls) - _NOT_OPTIONS | {"cluster"}
-    if _scheme(url) == SENTINEL_SCHEME:
+    if is_sentinel_url(url):
         master: redis.Redis = _sentinel_client(url, options, asyncio=False, saver_names=saver_names)
         return master
     if cluster:
@@ -224,7 +225,7 @@ def async_client(
     (a call waits up to 20 s for a free connection unless ``timeout`` says otherwise),
     a cluster client, or the master a ``redis+sentinel://`` URL's sentinels name."""
     saver_names = keywords(saver_cls) - _NOT_OPTIONS | {"cluster", "max_connections"}
-    if _scheme(url) == SENTINEL_SCHEME:
+    if is_sentinel_url(url):
         # redis-py's sentinel pool does not block when full: capped only if asked to.
         capped = {"max_connections": max_connections} if max_connections else {}
         amaster: redis.asyncio.Redis = _sentinel_client(
@@ -269,11 +270,16 @@ class SentinelUrl:
     password: str | None
 
 
+def is_sentinel_url(url: str) -> bool:
+    """Whether ``url`` is a ``redis+sentinel://`` URL."""
+    return _scheme(url) == SENTINEL_SCHEME
+
+
 def parse_sentinel_url(url: str) -> SentinelUrl:
     """The parts of a sentinel URL; ``ConfigurationError`` naming what is wrong."""
     parsed = urlsplit(url)
     if parsed.scheme.lower() != SENTINEL_SCHEME:
-        raise ConfigurationError(f"not a {SENTINEL_SCHEME}:// URL: {_masked(url)}")
+        raise ConfigurationError(f"not a {SENTINEL_SCHEME}:// URL: {redact_url(url)}")
     if parsed.query or parsed.fragment:
         raise ConfigurationError(
             f"a {SENTINEL_SCHEME}:// URL takes no query options (got {parsed.query!r}): pass "
@@ -283,7 +289,7 @@ def parse_sentinel_url(url: str) -> SentinelUrl:
     path = [p for p in parsed.path.split("/") if p]
     if len(path) > 2 or (len(path) == 2 and not path[1].isdigit()):
         raise ConfigurationError(
-            f"the path of {_masked(url)} must be /service_name or /service_name/db"
+            f"the path of {redact_url(url)} must be /service_name or /service_name/db"
         )
     return SentinelUrl(
         hosts=hosts,
@@ -302,16 +308,8 @@ def _address(part: str, url: str) -> tuple[str, int]:
     else:
         host, after_host, port = part.partition(":")
     if not host or after_host not in ("", ":") or (port and not port.isdigit()):
-        raise ConfigurationError(f"bad sentinel address {part!r} in {_masked(url)}")
+        raise ConfigurationError(f"bad sentinel address {part!r} in {redact_url(url)}")
     return host, int(port) if port else SENTINEL_PORT
-
-
-def _masked(url: str) -> str:
-    """``url`` with its password replaced, for messages."""
-    parsed = urlsplit(url)
-    if not parsed.password:
-        return url
-    return url.replace(f":{parsed.password}@", ":***@", 1)
 
 
 def _sentinel_client(
@@ -346,7 +344,9 @@ def _sentinel_client(
         saver_names=saver_names,
     )
     manager_options = {k: options.pop(k) for k in _SENTINEL_OPTIONS if k in options}
-    manager_options.setdefault("sentinel_kwargs", credentials or None)
+    # As redis-py does without sentinel_kwargs, the sentinels get the socket options too.
+    sockets = {k: v for k, v in options.items() if k.startswith("socket_")}
+    manager_options.setdefault("sentinel_kwargs", {**sockets, **credentials})
     master_options = {**credentials, **options}
     if where.db is not None:
         master_options.setdefault("db", where.db)

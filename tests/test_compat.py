@@ -14,11 +14,15 @@ import uuid
 from collections.abc import Iterator
 from contextlib import AsyncExitStack
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 import redis
 import redis.asyncio
 from langgraph.types import Command
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+from redis.sentinel import MasterNotFoundError
 
 from langgraph_durable import (
     AsyncRedisSaver,
@@ -360,6 +364,70 @@ async def test_an_async_sentinel_url_runs_a_graph_on_the_master(
             graph = graphs.counter_graph().compile(checkpointer=saver)
             assert (await graph.ainvoke({"value": 1, "trail": []}, config("t")))["value"] == 17
         assert direct.exists(saver.keys.thread("t").cp)
+    finally:
+        delete_prefix(direct, prefix)
+        direct.close()
+
+
+PASSWORD = "p@ss/w:rd"  # every character a URL must escape
+
+
+@pytest.fixture(scope="module")
+def guarded_sentinel() -> Iterator[tuple[Server, Server]]:
+    """A master and its sentinel, both with ``requirepass PASSWORD``."""
+    workdir = tempfile.mkdtemp(prefix="lgd-sentinel-auth-")
+    master = start_server(workdir, password=PASSWORD)
+    watcher = start_sentinel(workdir, master)
+    yield master, watcher
+    watcher.stop()
+    master.stop()
+    shutil.rmtree(workdir, ignore_errors=True)
+
+
+async def test_a_sentinel_url_carries_the_password_to_the_sentinels_and_the_master(
+    guarded_sentinel: tuple[Server, Server],
+) -> None:
+    master, watcher = guarded_sentinel
+    url = f"redis+sentinel://:{quote(PASSWORD, safe='')}@127.0.0.1:{watcher.port}/mymaster/0"
+    prefix = f"lgdsentinel-{uuid.uuid4().hex[:8]}"
+    direct = master.client()
+    try:
+        async with AsyncRedisSaver.from_conn_string(url, key_prefix=prefix) as saver:
+            graph = graphs.counter_graph().compile(checkpointer=saver)
+            assert (await graph.ainvoke({"value": 1, "trail": []}, config("t")))["value"] == 17
+        assert direct.exists(saver.keys.thread("t").cp)
+        wrong = url.replace(quote(PASSWORD, safe=""), "wrong")
+        no_retry = {"retry": Retry(NoBackoff(), 0)}
+        with (
+            pytest.raises(MasterNotFoundError, match="AuthenticationError"),
+            RedisSaver(wrong, key_prefix=prefix, connection_args=no_retry),
+        ):
+            pass
+    finally:
+        delete_prefix(direct, prefix)
+        direct.close()
+
+
+def test_the_command_line_takes_a_sentinel_url(sentinel: tuple[Server, Server]) -> None:
+    from click.testing import CliRunner
+
+    from langgraph_durable.cli import cli
+
+    master, watcher = sentinel
+    url = f"redis+sentinel://127.0.0.1:{watcher.port}/mymaster"
+    prefix = f"lgdsentinel-{uuid.uuid4().hex[:8]}"
+    direct = master.client()
+    try:
+        with RedisSaver(url, key_prefix=prefix) as saver:
+            graphs.counter_graph().compile(checkpointer=saver).invoke(
+                {"value": 1, "trail": []}, config("cli-thread")
+            )
+        where = ["--redis-url", url, "--key-prefix", prefix]
+        listed = CliRunner().invoke(cli, ["threads", *where], env={"LGD_SIGNING_KEY": None})
+        assert listed.exit_code == 0, listed.output
+        assert "cli-thread" in listed.output
+        bad = CliRunner().invoke(cli, ["threads", "--redis-url", url.replace("mymaster", "nobody")])
+        assert bad.exit_code == 2, bad.output  # a service no sentinel knows: one line
     finally:
         delete_prefix(direct, prefix)
         direct.close()
