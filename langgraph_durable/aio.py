@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import redis.asyncio
 import redis.asyncio.cluster
 
-from langgraph_durable import compat, connect, fencing, scripts
+from langgraph_durable import compat, connect, fencing
 from langgraph_durable.base import BaseRedisSaver
 from langgraph_durable.errors import EventLoopError
 from langgraph_durable.ops import Emit, Plan
@@ -55,18 +55,15 @@ class AsyncRedisSaver(PlanShell, BaseRedisSaver):
         **options: Any,
     ) -> None:
         super().__init__(**options)
-        self.client, self._owns_client = compat.open_client(
-            type(self),
+        self._use_client(
             client,
+            asyncio=True,
             redis_url=redis_url,
             redis_client=redis_client,
             connection_args=connection_args,
             cluster=cluster,
-            asyncio=True,
             max_connections=max_connections,
         )
-        self.cluster = connect.is_cluster(self.client)
-        self._scripts = scripts.ScriptSet()  # until asetup() knows the server
         try:
             self.loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:

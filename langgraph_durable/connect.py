@@ -102,6 +102,18 @@ def client_retry(*, asyncio: bool) -> Any:
     return Retry(ExponentialWithJitterBackoff(base=0.01, cap=1.0), retries=10)
 
 
+def _no_retry(*, asyncio: bool) -> Any:
+    from redis.backoff import NoBackoff
+
+    if asyncio:
+        from redis.asyncio.retry import Retry as AsyncRetry
+
+        return AsyncRetry(NoBackoff(), retries=0)
+    from redis.retry import Retry
+
+    return Retry(NoBackoff(), retries=0)
+
+
 def _retries(client: Any) -> int:
     """How often ``client`` resends a command on a connection error."""
     retry = client.get_retry() if hasattr(client, "get_retry") else getattr(client, "retry", None)
@@ -344,9 +356,13 @@ def _sentinel_client(
         saver_names=saver_names,
     )
     manager_options = {k: options.pop(k) for k in _SENTINEL_OPTIONS if k in options}
-    # As redis-py does without sentinel_kwargs, the sentinels get the socket options too.
+    # As redis-py does without sentinel_kwargs, the sentinels get the socket options too;
+    # but no retries: the other sentinels are the redundancy, so one that does not answer
+    # is passed over at once (redis-py's default waits seconds on each).
     sockets = {k: v for k, v in options.items() if k.startswith("socket_")}
-    manager_options.setdefault("sentinel_kwargs", {**sockets, **credentials})
+    manager_options.setdefault(
+        "sentinel_kwargs", {**sockets, **credentials, "retry": _no_retry(asyncio=asyncio)}
+    )
     master_options = {**credentials, **options}
     if where.db is not None:
         master_options.setdefault("db", where.db)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import redis
 import redis.cluster
 
-from langgraph_durable import compat, connect, scripts
+from langgraph_durable import compat, connect
 from langgraph_durable.base import BaseRedisSaver
 from langgraph_durable.ops import Emit, Plan
 from langgraph_durable.shell import PlanShell, Steps
@@ -65,17 +65,14 @@ class RedisSaver(PlanShell, BaseRedisSaver):
         **options: Any,
     ) -> None:
         super().__init__(**options)
-        self.client, self._owns_client = compat.open_client(
-            type(self),
+        self._use_client(
             client,
+            asyncio=False,
             redis_url=redis_url,
             redis_client=redis_client,
             connection_args=connection_args,
             cluster=cluster,
-            asyncio=False,
         )
-        self.cluster = connect.is_cluster(self.client)
-        self._scripts = scripts.ScriptSet()  # until setup() knows the server
 
     @classmethod
     @contextmanager

@@ -12,7 +12,8 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import AsyncExitStack
+from contextlib import AsyncExitStack, contextmanager
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
@@ -322,121 +323,112 @@ async def test_a_thread_waiting_on_a_human_outlives_its_ttl_while_it_is_read(
 
 
 # -- redis+sentinel:// ---------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def sentinel() -> Iterator[tuple[Server, Server]]:
+PASSWORD = "p@ss/w:rd"  # every character a URL must escape
+
+
+@dataclass
+class SentinelSetup:
     """A private master and a sentinel monitoring it as ``mymaster``."""
+
+    master: Server
+    watcher: Server
+
+    def url(self, path: str = "/mymaster") -> str:
+        auth = f":{quote(self.master.password, safe='')}@" if self.master.password else ""
+        return f"redis+sentinel://{auth}127.0.0.1:{self.watcher.port}{path}"
+
+    @contextmanager
+    def on_master(self) -> Iterator[tuple[redis.Redis, str]]:
+        """A client straight to the master and a key prefix, deleted afterwards."""
+        direct = self.master.client()
+        prefix = f"lgdsentinel-{uuid.uuid4().hex[:8]}"
+        try:
+            yield direct, prefix
+        finally:
+            delete_prefix(direct, prefix)
+            direct.close()
+
+
+def sentinel_setup(password: str | None) -> Iterator[SentinelSetup]:
     workdir = tempfile.mkdtemp(prefix="lgd-sentinel-")
-    master = start_server(workdir)
+    master = start_server(workdir, password=password)
     watcher = start_sentinel(workdir, master)
-    yield master, watcher
+    yield SentinelSetup(master, watcher)
     watcher.stop()
     master.stop()
     shutil.rmtree(workdir, ignore_errors=True)
 
 
-def test_a_sentinel_url_runs_a_graph_on_the_master(sentinel: tuple[Server, Server]) -> None:
-    master, watcher = sentinel
-    url = f"redis+sentinel://127.0.0.1:{watcher.port}/mymaster/0"
+@pytest.fixture(scope="module")
+def sentinel() -> Iterator[SentinelSetup]:
+    yield from sentinel_setup(None)
+
+
+@pytest.fixture(scope="module")
+def guarded_sentinel() -> Iterator[SentinelSetup]:
+    """The master and its sentinel both with ``requirepass PASSWORD``."""
+    yield from sentinel_setup(PASSWORD)
+
+
+def test_a_sentinel_url_runs_a_graph_on_the_master(sentinel: SentinelSetup) -> None:
     name = f"lgd-compat-{uuid.uuid4().hex[:8]}"
-    prefix = f"lgdsentinel-{uuid.uuid4().hex[:8]}"
-    direct = master.client()
-    try:
+    with sentinel.on_master() as (direct, prefix):
+        url = sentinel.url("/mymaster/0")
         with RedisSaver.from_conn_string(url, key_prefix=prefix, client_name=name) as saver:
             graph = graphs.counter_graph().compile(checkpointer=saver)
             assert graph.invoke({"value": 1, "trail": []}, config("t"))["value"] == 17
             assert name in connection_names(direct)  # on the master the sentinel named
         assert direct.exists(saver.keys.thread("t").cp)
         wait_until_gone(direct, name)
-    finally:
-        delete_prefix(direct, prefix)
-        direct.close()
 
 
 async def test_an_async_sentinel_url_runs_a_graph_on_the_master(
-    sentinel: tuple[Server, Server],
+    sentinel: SentinelSetup,
 ) -> None:
-    master, watcher = sentinel
-    url = f"redis+sentinel://127.0.0.1:{watcher.port}/mymaster"
-    prefix = f"lgdsentinel-{uuid.uuid4().hex[:8]}"
-    direct = master.client()
-    try:
-        async with AsyncRedisSaver(redis_url=url, key_prefix=prefix) as saver:
+    with sentinel.on_master() as (direct, prefix):
+        async with AsyncRedisSaver(redis_url=sentinel.url(), key_prefix=prefix) as saver:
             graph = graphs.counter_graph().compile(checkpointer=saver)
             assert (await graph.ainvoke({"value": 1, "trail": []}, config("t")))["value"] == 17
         assert direct.exists(saver.keys.thread("t").cp)
-    finally:
-        delete_prefix(direct, prefix)
-        direct.close()
 
 
-PASSWORD = "p@ss/w:rd"  # every character a URL must escape
-
-
-@pytest.fixture(scope="module")
-def guarded_sentinel() -> Iterator[tuple[Server, Server]]:
-    """A master and its sentinel, both with ``requirepass PASSWORD``."""
-    workdir = tempfile.mkdtemp(prefix="lgd-sentinel-auth-")
-    master = start_server(workdir, password=PASSWORD)
-    watcher = start_sentinel(workdir, master)
-    yield master, watcher
-    watcher.stop()
-    master.stop()
-    shutil.rmtree(workdir, ignore_errors=True)
-
-
-async def test_a_sentinel_url_carries_the_password_to_the_sentinels_and_the_master(
-    guarded_sentinel: tuple[Server, Server],
+def test_a_sentinel_url_carries_the_password_to_the_sentinels_and_the_master(
+    guarded_sentinel: SentinelSetup,
 ) -> None:
-    master, watcher = guarded_sentinel
-    url = f"redis+sentinel://:{quote(PASSWORD, safe='')}@127.0.0.1:{watcher.port}/mymaster/0"
-    prefix = f"lgdsentinel-{uuid.uuid4().hex[:8]}"
-    direct = master.client()
-    try:
-        async with AsyncRedisSaver.from_conn_string(url, key_prefix=prefix) as saver:
+    with guarded_sentinel.on_master() as (direct, prefix):
+        url = guarded_sentinel.url("/mymaster/0")
+        with RedisSaver(url, key_prefix=prefix) as saver:
             graph = graphs.counter_graph().compile(checkpointer=saver)
-            assert (await graph.ainvoke({"value": 1, "trail": []}, config("t")))["value"] == 17
+            assert graph.invoke({"value": 1, "trail": []}, config("t"))["value"] == 17
         assert direct.exists(saver.keys.thread("t").cp)
         wrong = url.replace(quote(PASSWORD, safe=""), "wrong")
-        no_retry = {"retry": Retry(NoBackoff(), 0)}
+        # No retries: the saver's client would retry MasterNotFoundError (a failover).
+        once = {"retry": Retry(NoBackoff(), 0)}
         with (
             pytest.raises(MasterNotFoundError, match="AuthenticationError"),
-            RedisSaver(wrong, key_prefix=prefix, connection_args=no_retry),
+            RedisSaver(wrong, key_prefix=prefix, connection_args=once),
         ):
             pass
-    finally:
-        delete_prefix(direct, prefix)
-        direct.close()
 
 
-def test_the_command_line_takes_a_sentinel_url(sentinel: tuple[Server, Server]) -> None:
+def test_the_command_line_takes_a_sentinel_url(sentinel: SentinelSetup) -> None:
     from click.testing import CliRunner
 
     from langgraph_durable.cli import cli
 
-    master, watcher = sentinel
-    url = f"redis+sentinel://127.0.0.1:{watcher.port}/mymaster"
-    prefix = f"lgdsentinel-{uuid.uuid4().hex[:8]}"
-    direct = master.client()
-    try:
-        with RedisSaver(url, key_prefix=prefix) as saver:
+    with sentinel.on_master() as (_, prefix):
+        with RedisSaver(sentinel.url(), key_prefix=prefix) as saver:
             graphs.counter_graph().compile(checkpointer=saver).invoke(
                 {"value": 1, "trail": []}, config("cli-thread")
             )
-        where = ["--redis-url", url, "--key-prefix", prefix]
+        where = ["--redis-url", sentinel.url(), "--key-prefix", prefix]
         listed = CliRunner().invoke(cli, ["threads", *where], env={"LGD_SIGNING_KEY": None})
         assert listed.exit_code == 0, listed.output
         assert "cli-thread" in listed.output
-        bad = CliRunner().invoke(cli, ["threads", "--redis-url", url.replace("mymaster", "nobody")])
+        bad = CliRunner().invoke(cli, ["threads", "--redis-url", sentinel.url("/nobody")])
         assert bad.exit_code == 2, bad.output  # a service no sentinel knows: one line
-    finally:
-        delete_prefix(direct, prefix)
-        direct.close()
 
 
-def test_a_sentinel_url_names_a_keyword_redis_py_does_not_take(
-    sentinel: tuple[Server, Server],
-) -> None:
-    _, watcher = sentinel
-    url = f"redis+sentinel://127.0.0.1:{watcher.port}/mymaster"
+def test_a_sentinel_url_names_a_keyword_redis_py_does_not_take(sentinel: SentinelSetup) -> None:
     with pytest.raises(ConfigurationError, match="'sockettimeout'.*'socket_timeout'"):
-        RedisSaver(url, connection_args={"sockettimeout": 1})
+        RedisSaver(sentinel.url(), connection_args={"sockettimeout": 1})
