@@ -223,7 +223,9 @@ async def test_aprune_keeps_the_last_n(redis_url: str, key_prefix: str) -> None:
 
 
 def test_the_shallow_saver_keeps_the_newest_checkpoint(redis_url: str, key_prefix: str) -> None:
-    with ShallowRedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as saver:
+    with ShallowRedisSaver.from_conn_string(
+        redis_url, key_prefix=key_prefix, key_cache_max_size=10, channel_cache_max_size=10
+    ) as saver:  # its cache sizes are taken (there is no such cache here)
         assert saver.keep_last == 1
         graph = graphs.counter_graph().compile(checkpointer=saver)
         for value in range(6):
