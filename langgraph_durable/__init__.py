@@ -33,9 +33,11 @@ from langgraph_durable.ledger import (
 from langgraph_durable.reports import Finding, RecoveryReport, SkippedCheckpoint, VerifyReport
 from langgraph_durable.resign import ResignReport
 from langgraph_durable.saver import RedisSaver
+from langgraph_durable.shallow import AsyncShallowRedisSaver, ShallowRedisSaver
 
 __all__ = [
     "AsyncRedisSaver",
+    "AsyncShallowRedisSaver",
     "CheckpointCorruptedError",
     "CheckpointLostError",
     "ConfigurationError",
@@ -54,6 +56,7 @@ __all__ = [
     "RecoveryReport",
     "RedisSaver",
     "ResignReport",
+    "ShallowRedisSaver",
     "SkippedCheckpoint",
     "ToolCallDivergedError",
     "ToolLedger",

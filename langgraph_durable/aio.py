@@ -9,14 +9,14 @@ never finish (``EventLoopError``).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Coroutine, Iterator
+from collections.abc import AsyncIterator, Coroutine, Iterator, Mapping
 from contextlib import asynccontextmanager
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import redis.asyncio
 import redis.asyncio.cluster
 
-from langgraph_durable import connect, fencing, scripts
+from langgraph_durable import compat, connect, fencing
 from langgraph_durable.base import BaseRedisSaver
 from langgraph_durable.errors import EventLoopError
 from langgraph_durable.ops import Emit, Plan
@@ -25,20 +25,45 @@ from langgraph_durable.shell import PlanShell, Steps
 AsyncClient = redis.asyncio.Redis | redis.asyncio.cluster.RedisCluster
 T = TypeVar("T")
 
+if TYPE_CHECKING:
+    from typing_extensions import Self  # typing.Self is Python 3.11+
+
 
 class AsyncRedisSaver(PlanShell, BaseRedisSaver):
     """The asyncio twin of ``RedisSaver``, on ``redis.asyncio`` clients.
+
+    Made as ``RedisSaver`` is (a client or URL first, ``redis_url=``, ``redis_client=``,
+    ``connection_args=``, ``cluster=``, the saver's options), and ``max_connections``:
+    the size of the blocking pool of a client it makes (default 100). As an async
+    context manager (``async with AsyncRedisSaver(redis_url=url) as saver``) it is set
+    up on entry and closes the client it made on exit. It may be made outside a running
+    loop; ``asetup()`` binds it to the loop it runs on.
 
     Its sync methods (used by ``graph.invoke`` and ``graph.get_state``) run the async
     ones on the saver's event loop and must be called from another thread.
     """
 
-    def __init__(self, client: AsyncClient, **options: Any) -> None:
-        connect.check_client(client, asyncio=True)
+    def __init__(
+        self,
+        client: AsyncClient | str | None = None,
+        *,
+        redis_url: str | None = None,
+        redis_client: AsyncClient | None = None,
+        connection_args: Mapping[str, Any] | None = None,
+        cluster: bool = False,
+        max_connections: int | None = None,
+        **options: Any,
+    ) -> None:
         super().__init__(**options)
-        self.client = client
-        self.cluster = isinstance(client, redis.asyncio.cluster.RedisCluster)
-        self._scripts = scripts.ScriptSet()  # until asetup() knows the server
+        self._use_client(
+            client,
+            asyncio=True,
+            redis_url=redis_url,
+            redis_client=redis_client,
+            connection_args=connection_args,
+            cluster=cluster,
+            max_connections=max_connections,
+        )
         try:
             self.loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
@@ -47,27 +72,57 @@ class AsyncRedisSaver(PlanShell, BaseRedisSaver):
     @classmethod
     @asynccontextmanager
     async def from_conn_string(
-        cls, url: str, *, cluster: bool = False, max_connections: int = 100, **kwargs: Any
+        cls,
+        url: str | None = None,
+        *,
+        redis_url: str | None = None,
+        redis_client: AsyncClient | None = None,
+        connection_args: Mapping[str, Any] | None = None,
+        cluster: bool = False,
+        max_connections: int | None = None,
+        **kwargs: Any,
     ) -> AsyncIterator[AsyncRedisSaver]:
-        """A ready saver on a new connection pool to ``url``, closed on exit.
+        """A ready saver on a new connection pool to ``url`` (or ``redis_url=``), closed
+        on exit; or on ``redis_client=``, which stays open.
 
         Many concurrent graphs share the pool: a call waits for a free connection (up to
         20 s, or ``timeout=``) rather than failing, as redis-py's default asyncio pool does
         past its size. Keywords are split as in ``RedisSaver.from_conn_string``: saver
         options configure the saver, every other keyword (``ssl_ca_certs``,
-        ``socket_timeout``, ``username``, ``password``, ``retry``...) goes to redis-py, and
-        one redis-py does not take raises ``ConfigurationError`` naming it.
+        ``socket_timeout``, ``username``, ``password``, ``retry``...) joins
+        ``connection_args`` for redis-py, and one redis-py does not take raises
+        ``ConfigurationError`` naming it.
         """
-        options, client_options = connect.split_options(cls, kwargs)
-        client = connect.async_client(
-            cls, url, cluster=cluster, max_connections=max_connections, options=client_options
-        )
-        try:
-            saver = cls(client, **options)
-            await saver.asetup()
+        options, connection_args = compat.conn_string_arguments(cls, kwargs, connection_args)
+        async with cls(
+            url,
+            redis_url=redis_url,
+            redis_client=redis_client,
+            connection_args=connection_args,
+            cluster=cluster,
+            max_connections=max_connections,
+            **options,
+        ) as saver:
             yield saver
-        finally:
-            await client.aclose()
+
+    async def __aenter__(self) -> Self:
+        """Set up (``asetup()``); a failure closes the client the saver made."""
+        try:
+            await self.asetup()
+        except BaseException:
+            await self.aclose()
+            raise
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the client if the saver made it (from a URL); a handed-in one stays open."""
+        if self._owns_client:
+            for sentinel in connect.sentinel_clients(self.client):
+                await sentinel.aclose()
+            await self.client.aclose()
 
     async def asetup(self) -> None:
         """Load the Lua scripts (idempotent) and warn once if Redis may evict the saver's
@@ -75,8 +130,18 @@ class AsyncRedisSaver(PlanShell, BaseRedisSaver):
         self.loop = asyncio.get_running_loop()
         await self._arun(self._setup_steps())
 
-    def setup(self) -> None:
+    def setup(self) -> Coroutine[Any, Any, None] | None:  # type: ignore[override]
+        """``asetup()`` from another thread, while the saver's loop runs. Called on a
+        running loop's own thread it returns ``asetup()``'s coroutine instead, so
+        ``await saver.setup()`` works as with langgraph-checkpoint-redis."""
+        try:
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is not None and (self.loop is None or running is self.loop):
+            return self.asetup()
         self._run_sync(self.asetup())
+        return None
 
     async def _scan_keys(self, pattern: str) -> list[Any]:
         return [key async for key in self.client.scan_iter(match=pattern, count=1000)]

@@ -240,19 +240,37 @@ class BaseRedisSaver(SaverOptions):
         """``copy_thread`` for async code."""
         await self.adrive(self.core.copy_thread(source_thread_id, target_thread_id))
 
-    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        """``"keep_latest"``: keep each namespace's newest checkpoint, the newest that
-        verifies completely, and the ancestors their DeltaChannels are rebuilt from;
-        ``"delete"``: delete the threads.
+    def prune(
+        self,
+        thread_ids: Sequence[str],
+        *,
+        strategy: str = "keep_latest",
+        keep_last: int | None = None,
+    ) -> None:
+        """Keep the ``keep_last`` newest checkpoints of each namespace of each thread
+        (plus the newest that verifies completely and the ancestors their DeltaChannels
+        are rebuilt from); ``keep_last=0`` deletes the threads.
+
+        Args:
+            thread_ids: the threads.
+            strategy: without ``keep_last``: ``"keep_latest"`` keeps 1, ``"delete"``
+                deletes the threads (as langgraph-checkpoint-redis).
+            keep_last: wins over ``strategy`` when given.
 
         Raises:
-            ValueError: an unknown ``strategy``.
+            ConfigurationError: an unknown ``strategy``, or ``keep_last`` not an int >= 0.
         """
-        self.drive(self.core.prune(thread_ids, strategy=strategy))
+        self.drive(self.core.prune(thread_ids, strategy=strategy, keep_last=keep_last))
 
-    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+    async def aprune(
+        self,
+        thread_ids: Sequence[str],
+        *,
+        strategy: str = "keep_latest",
+        keep_last: int | None = None,
+    ) -> None:
         """``prune`` for async code."""
-        await self.adrive(self.core.prune(thread_ids, strategy=strategy))
+        await self.adrive(self.core.prune(thread_ids, strategy=strategy, keep_last=keep_last))
 
     # -- operations beyond LangGraph's contract -------------------------------------------
     def verify(self, thread_id: str) -> VerifyReport:

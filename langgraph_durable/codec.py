@@ -55,6 +55,7 @@ class RecordCodec:
     wait_for_replicas: int
     replica_timeout_ms: int
     repair_on_read: bool  # False: reads skip damage without moving it (they write nothing)
+    refresh_on_read: bool  # True: a read gives the thread's keys their full ttl again
     max_record_bytes: int
     compression: Compression
     recovery_reports: dict[tuple[str, str], RecoveryReport]

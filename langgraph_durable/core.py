@@ -67,9 +67,11 @@ class SaverCore(
         replica_timeout_ms: int = 1000,
         repair_on_read: bool = True,
         compression: Compression | None = None,
+        refresh_on_read: bool = False,
     ) -> None:
         self.serde = serde
         self.repair_on_read = repair_on_read
+        self.refresh_on_read = refresh_on_read
         self.wait_for_replicas = wait_for_replicas
         self.replica_timeout_ms = replica_timeout_ms
         self.keep_last = keep_last

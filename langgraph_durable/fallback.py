@@ -38,6 +38,12 @@ class FallbackPlans(ReadPlans):
     """The ``get_tuple`` plan of ``SaverCore``."""
 
     def get_tuple(self, config: RunnableConfig) -> Plan[CheckpointTuple | None]:
+        found = yield from self._get_tuple(config)
+        if found is not None:  # refresh_on_read: the thread lives on while it is looked at
+            yield from self._refresh_ttl(self.keys.thread(_thread_id(configurable(config))))
+        return found
+
+    def _get_tuple(self, config: RunnableConfig) -> Plan[CheckpointTuple | None]:
         conf = configurable(config)
         thread_id = _thread_id(conf)
         ns = conf.get("checkpoint_ns", "")

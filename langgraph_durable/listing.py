@@ -12,6 +12,7 @@ Owns listing. Rules it keeps:
     a page at a time.
   * ``list(None)`` walks every thread of the key prefix (a SCAN: an operator's call).
   * A damaged checkpoint is logged and skipped; ``limit`` counts only what is returned.
+  * ``refresh_on_read`` refreshes the ttl of a listed thread, not of ``list(None)``'s.
 """
 
 from __future__ import annotations
@@ -55,6 +56,8 @@ class ListingPlans(ReadPlans):
                     return
             return
         conf = configurable(config, any_namespace=True)
+        # refresh_on_read (one thread's history, not an operator's walk of every thread)
+        yield from self._refresh_ttl(self.keys.thread(_thread_id(conf)))
         yield from self._list_thread(
             _thread_id(conf),
             conf.get("checkpoint_ns"),

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import copy
 import random
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver, _with_msgpack_allowlist
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
+from langgraph_durable import compat
 from langgraph_durable.compression import Compression
 from langgraph_durable.compression import resolve as resolve_compression
 from langgraph_durable.core import SaverCore
@@ -34,7 +36,13 @@ class SaverOptions(BaseCheckpointSaver[str]):
         key_prefix: prefix of every key; savers with different prefixes never see each
             other's data. Must not contain ``{`` or ``}``.
         ttl: seconds; every key of a thread expires this long after its last write.
-            ``None`` keeps threads until deleted.
+            ``None`` keeps threads until deleted. langgraph-checkpoint-redis's dict is
+            taken too: ``{"default_ttl": minutes, "refresh_on_read": bool}`` (note:
+            *minutes* there, seconds as an int).
+        refresh_on_read: also give a thread's keys their full ``ttl`` again when it is
+            read (``get_tuple``, so every run's start and ``get_state``; ``list`` of the
+            thread): a thread waiting on a human (``interrupt()``) and looked at now and
+            then does not expire. Needs a ``ttl`` and ``repair_on_read=True``.
         signing_key: a key (or a list, newest first) for HMAC-SHA256 signatures; the
             first signs, all verify. Without it, records carry an xxh3-128 checksum.
         keep_last: keep the N newest checkpoints of each thread and namespace (plus the
@@ -65,6 +73,10 @@ class SaverOptions(BaseCheckpointSaver[str]):
             and more are stored compressed where that saves an eighth or more. Records
             are checksummed or signed over the compressed bytes and verified before they
             are decompressed. Any saver reads compressed records whatever its setting.
+        checkpoint_prefix: langgraph-checkpoint-redis's name for ``key_prefix``.
+        checkpoint_write_prefix: langgraph-checkpoint-redis's; has no counterpart here
+            (writes live beside their checkpoints), so giving it raises
+            ``ConfigurationError``.
     """
 
     core: SaverCore
@@ -73,7 +85,8 @@ class SaverOptions(BaseCheckpointSaver[str]):
         self,
         *,
         key_prefix: str = DEFAULT_KEY_PREFIX,
-        ttl: int | None = None,
+        ttl: int | Mapping[str, Any] | None = None,
+        refresh_on_read: bool | None = None,
         signing_key: bytes | str | Sequence[bytes | str] | None = None,
         keep_last: int | None = None,
         serde: SerializerProtocol | None = None,
@@ -83,6 +96,8 @@ class SaverOptions(BaseCheckpointSaver[str]):
         repair_on_read: bool = True,
         accept_format_1: bool = True,
         compression: str | None = None,
+        checkpoint_prefix: str | None = None,
+        checkpoint_write_prefix: str | None = None,
     ) -> None:
         if serde is None:
             serde = default_serde(allowed_types)
@@ -107,13 +122,22 @@ class SaverOptions(BaseCheckpointSaver[str]):
             raise ConfigurationError(
                 f"repair_on_read must be True or False, got {repair_on_read!r}"
             )
-        for name, value in (("ttl", ttl), ("keep_last", keep_last)):
-            if value is not None and (
-                not isinstance(value, int) or isinstance(value, bool) or value <= 0
-            ):
-                raise ConfigurationError(f"{name} must be a positive integer, got {value!r}")
+        if keep_last is not None and (
+            not isinstance(keep_last, int) or isinstance(keep_last, bool) or keep_last <= 0
+        ):
+            raise ConfigurationError(f"keep_last must be a positive integer, got {keep_last!r}")
+        ttl, refresh_on_read = compat.ttl_settings(ttl, refresh_on_read)
+        if refresh_on_read and not repair_on_read:
+            raise ConfigurationError(
+                "refresh_on_read=True writes on every read, repair_on_read=False asks reads "
+                "never to write; choose one"
+            )
+        key_prefix = compat.key_prefix(
+            key_prefix, checkpoint_prefix, checkpoint_write_prefix, default=DEFAULT_KEY_PREFIX
+        )
         self.key_prefix = key_prefix
-        self.ttl = ttl
+        self.ttl: int | None = ttl
+        self.refresh_on_read = refresh_on_read
         self.keep_last = keep_last
         self.core = SaverCore(
             serde=self.serde,
@@ -125,6 +149,7 @@ class SaverOptions(BaseCheckpointSaver[str]):
             replica_timeout_ms=max(1, round(replica_timeout * 1000)),
             repair_on_read=repair_on_read,
             compression=Compression(resolve_compression(compression)),
+            refresh_on_read=refresh_on_read,
         )
 
     @property

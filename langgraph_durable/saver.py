@@ -8,14 +8,14 @@ each call ``shell.py`` yields; the async methods run a whole plan in a worker th
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import redis
 import redis.cluster
 
-from langgraph_durable import connect, scripts
+from langgraph_durable import compat, connect
 from langgraph_durable.base import BaseRedisSaver
 from langgraph_durable.ops import Emit, Plan
 from langgraph_durable.shell import PlanShell, Steps
@@ -23,47 +23,112 @@ from langgraph_durable.shell import PlanShell, Steps
 SyncClient = redis.Redis | redis.cluster.RedisCluster
 T = TypeVar("T")
 
+if TYPE_CHECKING:
+    from typing_extensions import Self  # typing.Self is Python 3.11+
+
 
 class RedisSaver(PlanShell, BaseRedisSaver):
-    """A LangGraph checkpointer on plain Redis (6.2+, Valkey, Redis Cluster).
+    """A LangGraph checkpointer on plain Redis (6.2+, Valkey, Redis Cluster, Sentinel).
 
-    Pass an existing ``redis.Redis`` or ``redis.cluster.RedisCluster`` (created with
-    ``decode_responses=False``), or use ``RedisSaver.from_conn_string(url)``.
-    Async methods run the sync ones in a worker thread; use ``AsyncRedisSaver`` in
-    async applications.
+    Give it a client or a URL: ``RedisSaver(client)``, ``RedisSaver(url)``,
+    ``RedisSaver(redis_url=url, connection_args={...})``, ``RedisSaver(redis_client=client)``
+    (langgraph-checkpoint-redis's shapes), or use ``RedisSaver.from_conn_string(url)``.
+    A handed-in client must use ``decode_responses=False``. As a context manager
+    (``with RedisSaver(redis_url=url) as saver``) it is set up on entry and closes the
+    client it made on exit. Async methods run the sync ones in a worker thread; use
+    ``AsyncRedisSaver`` in async applications.
+
+    Args:
+        client: a ``redis.Redis`` / ``redis.cluster.RedisCluster``, or a URL
+            (``redis://``, ``rediss://``, ``unix://``, ``redis+sentinel://``).
+        redis_url: the URL, by keyword.
+        redis_client: the client, by keyword.
+        connection_args: redis-py options for the client made from a URL (TLS files,
+            timeouts, credentials, ``retry``...); checked, see ``from_conn_string``.
+        cluster: the URL is a Redis Cluster node.
+        **options: the saver's options (``SaverOptions``: ``key_prefix``, ``ttl``,
+            ``refresh_on_read``, ``keep_last``, ``signing_key``...).
+
+    Raises:
+        ConfigurationError: no client or URL, or more than one; a client that cannot
+            work; an option or client option that is wrong, naming it.
     """
 
-    def __init__(self, client: SyncClient, **options: Any) -> None:
-        connect.check_client(client, asyncio=False)
+    def __init__(
+        self,
+        client: SyncClient | str | None = None,
+        *,
+        redis_url: str | None = None,
+        redis_client: SyncClient | None = None,
+        connection_args: Mapping[str, Any] | None = None,
+        cluster: bool = False,
+        **options: Any,
+    ) -> None:
         super().__init__(**options)
-        self.client = client
-        self.cluster = isinstance(client, redis.cluster.RedisCluster)
-        self._scripts = scripts.ScriptSet()  # until setup() knows the server
+        self._use_client(
+            client,
+            asyncio=False,
+            redis_url=redis_url,
+            redis_client=redis_client,
+            connection_args=connection_args,
+            cluster=cluster,
+        )
 
     @classmethod
     @contextmanager
     def from_conn_string(
-        cls, url: str, *, cluster: bool = False, **kwargs: Any
+        cls,
+        url: str | None = None,
+        *,
+        redis_url: str | None = None,
+        redis_client: SyncClient | None = None,
+        connection_args: Mapping[str, Any] | None = None,
+        cluster: bool = False,
+        **kwargs: Any,
     ) -> Iterator[RedisSaver]:
-        """A ready saver on a new connection to ``url``, closed on exit.
+        """A ready saver on a new connection to ``url`` (or ``redis_url=``), closed on
+        exit; or on ``redis_client=``, which stays open.
 
-        Keywords that name saver options (``key_prefix``, ``ttl``, ``signing_key``,
-        ``keep_last``, ``serde``, ``wait_for_replicas``, ``replica_timeout``) configure the
-        saver; every other keyword goes to redis-py's ``from_url``: ``ssl_ca_certs``,
+        Keywords that name saver options (``key_prefix``, ``ttl``, ``refresh_on_read``,
+        ``signing_key``, ``keep_last``, ``serde``, ``wait_for_replicas``,
+        ``replica_timeout``...) configure the saver; every other keyword joins
+        ``connection_args`` for redis-py's ``from_url``: ``ssl_ca_certs``,
         ``ssl_certfile``, ``ssl_keyfile`` (for ``rediss://`` URLs), ``socket_timeout``,
         ``username``, ``password``, ``retry``... A keyword redis-py does not take raises
         ``ConfigurationError`` naming it. Unless given ``retry=``, the client retries
         dropped connections and timeouts (see ``connect.client_retry``). ``cluster=True``
-        connects to a Redis Cluster.
+        connects to a Redis Cluster; a ``redis+sentinel://`` URL to the master its
+        sentinels name.
         """
-        options, client_options = connect.split_options(cls, kwargs)
-        client = connect.sync_client(cls, url, cluster=cluster, options=client_options)
-        try:
-            saver = cls(client, **options)
-            saver.setup()
+        options, connection_args = compat.conn_string_arguments(cls, kwargs, connection_args)
+        with cls(
+            url,
+            redis_url=redis_url,
+            redis_client=redis_client,
+            connection_args=connection_args,
+            cluster=cluster,
+            **options,
+        ) as saver:
             yield saver
-        finally:
-            client.close()
+
+    def __enter__(self) -> Self:
+        """Set up (``setup()``); a failure closes the client the saver made."""
+        try:
+            self.setup()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the client if the saver made it (from a URL); a handed-in one stays open."""
+        if self._owns_client:
+            for sentinel in connect.sentinel_clients(self.client):
+                sentinel.close()
+            self.client.close()
 
     def setup(self) -> None:
         """Load the Lua scripts (idempotent) and warn once if Redis may evict the saver's

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from redis.exceptions import ResponseError
 
-from langgraph_durable import hazards, reply_codes
+from langgraph_durable import compat, connect, hazards, reply_codes
 from langgraph_durable.ops import Batch, Command, Emit, Plan, ScanKeys, Script, WaitReplicas
 from langgraph_durable.scripts import ScriptSet, server_version
 
@@ -43,9 +43,18 @@ class PlanShell:
 
     client: Any
     cluster: bool
+    _owns_client: bool  # made from a URL: the saver closes it
     core: SaverCore
     ttl: int | None
     _scripts: ScriptSet
+
+    def _use_client(self, client: Any, *, asyncio: bool, **where: Any) -> None:
+        """Run on ``client``, or on one made as ``where`` says (``compat.open_client``)."""
+        self.client, self._owns_client = compat.open_client(
+            type(self), client, asyncio=asyncio, **where
+        )
+        self.cluster = connect.is_cluster(self.client)
+        self._scripts = ScriptSet()  # until setup() knows the server
 
     def _scan_keys(self, pattern: str) -> Any:
         """Every key matching ``pattern`` on every node (a list, or a coroutine of one)."""

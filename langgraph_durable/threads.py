@@ -7,7 +7,8 @@ Owns the operations LangGraph's contract adds beyond reads and writes. Rules it 
     ledger included; the guess of its newest versions is forgotten.
   * ``prune`` and ``delete_for_runs`` go through retention's guarded deletion;
     ``delete_for_runs`` visits the threads of the run index (``runs.py``), and SCANs
-    only for a run the index does not know.
+    only for a run the index does not know; ``prune(keep_last=0)`` (or
+    ``strategy="delete"``) deletes the threads.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from langgraph_durable.errors import RecordDamagedError
+from langgraph_durable.errors import ConfigurationError, RecordDamagedError
 from langgraph_durable.keys import KeySchema
 from langgraph_durable.ops import Batch, Command, Plan, Script
 from langgraph_durable.records import _label, _wrong_type_as_empty
@@ -153,15 +154,33 @@ class ThreadPlans(RetentionPlans):
                 yield from self._collect(tk, lambda decoded, pinned, doomed=doomed: doomed)
 
     def prune(
-        self, thread_ids: Sequence[str], *, strategy: str = "keep_latest", keep_last: int = 1
+        self,
+        thread_ids: Sequence[str],
+        *,
+        strategy: str = "keep_latest",
+        keep_last: int | None = None,
     ) -> Plan[None]:
-        if strategy not in ("keep_latest", "delete"):
-            raise ValueError(f"unknown prune strategy {strategy!r}: use 'keep_latest' or 'delete'")
+        keep = _keep_count(strategy, keep_last)
         for thread_id in thread_ids:
-            if strategy == "delete":
+            if keep == 0:
                 yield from self.delete_thread(thread_id)
                 continue
             tk = self.keys.thread(str(thread_id))
             yield from self._collect(
-                tk, lambda decoded, pinned: _prunable(decoded, keep_last, pinned), pin_valid=True
+                tk, lambda decoded, pinned: _prunable(decoded, keep, pinned), pin_valid=True
             )
+
+
+def _keep_count(strategy: str, keep_last: int | None) -> int:
+    """How many checkpoints of each namespace ``prune`` keeps; 0 deletes the thread. As
+    langgraph-checkpoint-redis: ``keep_last``, when given, wins over ``strategy``
+    (``"keep_latest"`` keeps 1, ``"delete"`` keeps 0)."""
+    if strategy not in ("keep_latest", "delete"):
+        raise ConfigurationError(
+            f"unknown prune strategy {strategy!r}: use 'keep_latest' or 'delete'"
+        )
+    if keep_last is None:
+        return 0 if strategy == "delete" else 1
+    if not isinstance(keep_last, int) or isinstance(keep_last, bool) or keep_last < 0:
+        raise ConfigurationError(f"keep_last must be an integer >= 0, got {keep_last!r}")
+    return keep_last

@@ -535,3 +535,18 @@ def test_a_password_in_the_url_query_is_masked_too() -> None:
     url = "redis://127.0.0.1:6419/0?password=hunter2secret&db=0"
     assert "hunter2secret" not in redact_url(url)
     assert "hunter2secret" not in redact(f"cannot reach {url}: hunter2secret refused", url)
+
+
+def test_version_prints_the_installed_version() -> None:
+    """The console script, as installed: the distribution's version, which the package
+    also reports as ``__version__``."""
+    from importlib.metadata import version
+
+    import langgraph_durable
+
+    done = subprocess.run(
+        [BIN, "--version"], check=False, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"langgraph-durable, version {version('langgraph-durable')}"
+    assert version("langgraph-durable") == langgraph_durable.__version__

@@ -13,6 +13,7 @@ import redis.cluster
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 
 from langgraph_durable import AsyncRedisSaver, RedisSaver
+from langgraph_durable.keys import KeySchema
 from tests.helpers import graphs
 
 
@@ -192,3 +193,36 @@ def test_command_line_on_cluster(cluster_url: str) -> None:
         assert stored > 1 and all(r["ok"] and r["intact"] == stored for r in reports)
         for name in names:
             saver.delete_thread(name)
+
+
+@pytest.mark.parametrize("client", ["sync", "async"])
+async def test_refresh_on_read_and_url_shapes_on_cluster(cluster_url: str, client: str) -> None:
+    """``redis_url=`` with ``cluster=True`` and ``refresh_on_read``: a read gives every key
+    of the thread (one slot) its ttl again. The keys' ttl is shortened by hand first, so
+    the refresh shows at once, without waiting for it to run down."""
+    prefix = f"lr{uuid.uuid4().hex[:8]}"
+    config = {"configurable": {"thread_id": "refresh:{x}"}}
+    options: dict[str, Any] = {"cluster": True, "key_prefix": prefix, "ttl": 3600}
+    direct = redis.cluster.RedisCluster.from_url(cluster_url)
+    try:
+        if client == "async":
+            async with AsyncRedisSaver(redis_url=cluster_url, refresh_on_read=True, **options) as s:
+                graph = graphs.approval_graph().compile(checkpointer=s)
+                await graph.ainvoke({"request": "r"}, config)
+                keys = [k for k in s.keys.thread("refresh:{x}").all() if direct.exists(k)]
+                for key in keys:
+                    direct.expire(key, 60)
+                assert (await graph.aget_state(config)).next == ("ask",)
+        else:
+            with RedisSaver(redis_url=cluster_url, refresh_on_read=True, **options) as s:
+                graph = graphs.approval_graph().compile(checkpointer=s)
+                graph.invoke({"request": "r"}, config)
+                keys = [k for k in s.keys.thread("refresh:{x}").all() if direct.exists(k)]
+                for key in keys:
+                    direct.expire(key, 60)
+                assert graph.get_state(config).next == ("ask",)
+        assert len(keys) >= 4
+        assert all(direct.ttl(key) > 60 for key in keys)
+    finally:
+        direct.delete(*KeySchema(prefix).thread("refresh:{x}").all())
+        direct.close()

@@ -3,6 +3,7 @@
 Every command takes ``--redis-url`` (default ``REDIS_URL``, else the embedded server in
 ``./.langgraph-durable/``, started if needed), ``--cluster``, ``--key-prefix``, ``--json``
 and the signing keys (``--signing-key``, ``--signing-key-file`` or ``LGD_SIGNING_KEY``).
+``--version`` prints the installed version.
 
 Safe to point at production: inspection (``threads``, ``history``, ``show``, ``ledger``,
 ``verify``) never writes (the saver is opened with ``repair_on_read=False`` and the
@@ -23,6 +24,7 @@ __all__ = ["cli", "main"]
 
 
 @click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="langgraph-durable", prog_name="langgraph-durable")
 def cli() -> None:
     """langgraph-durable: a crash-safe LangGraph checkpointer on Redis."""
 

@@ -22,7 +22,7 @@ from redis.backoff import NoBackoff
 from redis.connection import parse_url
 from redis.retry import Retry
 
-from langgraph_durable import reply_codes
+from langgraph_durable import connect, reply_codes
 from langgraph_durable.embedded import resolve_url
 from langgraph_durable.errors import (
     ConfigurationError,
@@ -122,7 +122,10 @@ def checked_url(redis_url: str | None) -> str:
     url = resolve_url(redis_url)
     click.get_current_context().meta["lgd_url"] = url
     try:
-        parse_url(url)
+        if connect.is_sentinel_url(url):
+            connect.parse_sentinel_url(url)
+        else:
+            parse_url(url)
     except ValueError as exc:
         raise ConfigurationError(f"bad Redis URL {redact_url(url)!r}: {exc}") from None
     return url
@@ -132,15 +135,20 @@ def probe(url: str) -> None:
     """PING once with short timeouts and no retries, so a wrong port, password or TLS
     setting fails in seconds (a TLS handshake with a plain server would otherwise wait
     forever, and the saver's client retries ten times)."""
-    client = redis.Redis.from_url(
-        url,
-        socket_connect_timeout=PROBE_TIMEOUT,
-        socket_timeout=PROBE_TIMEOUT,
-        retry=Retry(NoBackoff(), 0),
-    )
+    quick = {
+        "socket_connect_timeout": PROBE_TIMEOUT,
+        "socket_timeout": PROBE_TIMEOUT,
+        "retry": Retry(NoBackoff(), 0),
+    }
+    if connect.is_sentinel_url(url):  # the sentinels, then the master they name
+        client = connect.sync_client(RedisSaver, url, cluster=False, options=quick)
+    else:
+        client = redis.Redis.from_url(url, **quick)
     try:
         client.ping()
     finally:
+        for sentinel in connect.sentinel_clients(client):
+            sentinel.close()
         client.close()
 
 

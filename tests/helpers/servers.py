@@ -154,3 +154,56 @@ def wait_until_stopped(proc: subprocess.Popen[Any]) -> None:
             return
         assert time.monotonic() < deadline, f"process {proc.pid} did not stop"
         time.sleep(0.01)
+
+
+def start_sentinel(workdir: str, master: Server, service: str = "mymaster") -> Server:
+    """Start ``redis-server --sentinel`` on a loopback port, monitoring ``master`` as
+    ``service`` (quorum 1, no failover during a test), and wait until it names the master.
+    A master with a password gives the sentinel the same one (``requirepass``, and
+    ``auth-pass`` to reach the master). A port taken before it binds: another is picked,
+    as ``start_server`` does."""
+    auth = (
+        f"requirepass {master.password}\nsentinel auth-pass {service} {master.password}\n"
+        if master.password
+        else ""
+    )
+    for _ in range(20):
+        port = free_port()
+        conf = Path(workdir) / f"sentinel-{port}.conf"  # a sentinel rewrites its config file
+        conf.write_text(
+            f"port {port}\nbind 127.0.0.1\ndir {workdir}\n"
+            f"sentinel monitor {service} 127.0.0.1 {master.port} 1\n"
+            f"sentinel down-after-milliseconds {service} 60000\n{auth}"
+        )
+        with open(Path(workdir) / f"sentinel-{port}.log", "ab") as out:
+            proc = subprocess.Popen(
+                [find_server_binary(), str(conf), "--sentinel"],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        sentinel = Server(proc, port, workdir, password=master.password)
+        if _names_master(sentinel, service, master.port):
+            return sentinel
+        proc.kill()
+        proc.wait(timeout=30)
+    raise RuntimeError(f"redis-server --sentinel did not start; see {workdir}")
+
+
+def _names_master(sentinel: Server, service: str, master_port: int) -> bool:
+    """Wait until the sentinel's own process answers with ``service``'s address; False
+    once the process has exited."""
+    client = redis.Redis(port=sentinel.port, password=sentinel.password)
+    deadline = time.monotonic() + START_TIMEOUT
+    try:
+        while sentinel.proc.poll() is None and time.monotonic() < deadline:
+            try:
+                if int(client.info("server")["process_id"]) == sentinel.proc.pid:
+                    address = client.sentinel_get_master_addr_by_name(service)
+                    if address and int(address[1]) == master_port:
+                        return True
+            except redis.ConnectionError:
+                pass
+            time.sleep(0.02)
+        return False
+    finally:
+        client.close()
