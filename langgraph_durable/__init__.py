@@ -25,7 +25,15 @@ from langgraph_durable.errors import (
 )
 from langgraph_durable.lease import Lease
 from langgraph_durable.ledger import EscalationAnswer, LedgerEntry, ToolLedger, idempotency_key
-from langgraph_durable.reports import Finding, RecoveryReport, SkippedCheckpoint, VerifyReport
+from langgraph_durable.migrate import migrate
+from langgraph_durable.reports import (
+    Finding,
+    MigrationReport,
+    RecoveryReport,
+    SkippedCheckpoint,
+    ThreadMigration,
+    VerifyReport,
+)
 from langgraph_durable.resign import ResignReport
 from langgraph_durable.saver import RedisSaver
 
@@ -43,6 +51,7 @@ __all__ = [
     "LeaseHeldError",
     "LeaseLostError",
     "LedgerEntry",
+    "MigrationReport",
     "MigrationSourceError",
     "NotReplicatedError",
     "RecordDamagedError",
@@ -50,6 +59,7 @@ __all__ = [
     "RedisSaver",
     "ResignReport",
     "SkippedCheckpoint",
+    "ThreadMigration",
     "ToolCallDivergedError",
     "ToolLedger",
     "ToolOutcomeUnknownError",
@@ -57,6 +67,7 @@ __all__ = [
     "ValueTooLargeError",
     "VerifyReport",
     "idempotency_key",
+    "migrate",
 ]
 
 __version__ = "0.1.0"

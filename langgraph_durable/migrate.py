@@ -38,7 +38,7 @@ from langgraph_durable.errors import ConfigurationError
 from langgraph_durable.ops import Command, Plan
 from langgraph_durable.reports import MigrationReport, ThreadMigration
 
-__all__ = ["migrate", "migrate_thread", "source_thread_ids"]
+__all__ = ["compare_thread", "migrate", "migrate_thread", "source_thread_ids"]
 
 _Key = tuple[str, str]  # (checkpoint_ns, checkpoint_id)
 MIGRATED_TASK_PATH = "~migrated:{:08d}"

@@ -49,7 +49,7 @@ def open_source(spec: str) -> Iterator[BaseCheckpointSaver]:
     with ExitStack() as stack:
         if spec.startswith(_POSTGRES):
             saver = _enter(stack, _postgres(spec), spec)
-        elif spec.startswith(_SQLITE) or (os.path.isfile(spec) and not _FACTORY.match(spec)):
+        elif spec.startswith(_SQLITE) or _is_path(spec):
             saver = _sqlite(stack, spec.removeprefix(_SQLITE))
         elif match := _FACTORY.match(spec):
             saver = _factory(stack, match["module"], match["attr"])
@@ -59,6 +59,13 @@ def open_source(spec: str) -> Iterator[BaseCheckpointSaver]:
                 "sqlite:///path, the path of a SQLite file, or module:factory"
             )
         yield saver
+
+
+def _is_path(spec: str) -> bool:
+    """A file, or what looks like the path of one (so a typo says the file is missing)."""
+    if "://" in spec or _FACTORY.match(spec):
+        return os.path.isfile(spec)
+    return os.path.isfile(spec) or "/" in spec or spec.endswith((".db", ".sqlite", ".sqlite3"))
 
 
 def _postgres(url: str) -> Any:
