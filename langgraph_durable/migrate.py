@@ -13,7 +13,10 @@ Owns ``migrate`` / ``migrate_thread`` (the copy, then a verify against the sourc
     is stored once and shared, as the graph itself would have stored it.
   * A checkpoint's pending writes are put before the checkpoint. A checkpoint found in
     Redis therefore has its writes too, and is skipped: a migration killed at any point
-    and run again continues where it stopped, without writing anything twice.
+    and run again continues where it stopped, without writing anything twice. One with
+    fewer writes in Redis than in the source (the source went on after it was copied)
+    has them replaced, so a run after the source's last write brings every thread up to
+    date.
   * ``task_path`` is not part of ``CheckpointTuple.pending_writes`` and so cannot be
     copied; each task gets a path that sorts as the source listed it
     (``~migrated:00000000``...), which keeps ``writes_sort_key`` order, the one thing
@@ -35,7 +38,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph_durable.base import BaseRedisSaver
 from langgraph_durable.core import SaverCore
 from langgraph_durable.errors import ConfigurationError
-from langgraph_durable.ops import Command, Plan
+from langgraph_durable.ops import Batch, Plan
 from langgraph_durable.reports import MigrationReport, ThreadMigration
 
 __all__ = ["compare_thread", "migrate", "migrate_thread", "source_thread_ids"]
@@ -48,6 +51,7 @@ MIGRATED_TASK_PATH = "~migrated:{:08d}"
 class _Node:
     parent: str | None  # the parent's id, None for a root or a parent the source lacks
     versions: dict[str, Any]  # channel_versions
+    writes: int  # how many pending writes
 
 
 def migrate(
@@ -107,24 +111,35 @@ def migrate_thread(
     # long thread never sits in memory whole.
     nodes: dict[_Key, _Node] = {}
     for tup in source.list(_thread(thread_id)):
-        nodes[_key(tup)] = _Node(_parent_id(tup), dict(tup.checkpoint["channel_versions"]))
+        nodes[_key(tup)] = _Node(
+            _parent_id(tup), dict(tup.checkpoint["channel_versions"]), len(tup.pending_writes or ())
+        )
     result.checkpoints = len(nodes)
-    present = target.drive(_present(target.core, thread_id))
+    present, writes_present = target.drive(_present(target.core, thread_id))
     order = _oldest_first(nodes)
     for key in nodes.keys() - set(order):
         result.mismatches.append(f"{_name(key)} is in a loop of parent links: not copied")
-    for ns, checkpoint_id in order:
-        if (ns, checkpoint_id) in present:
+    for key in order:
+        ns, checkpoint_id = key
+        there = writes_present.get(key, [])
+        if key in present and len(there) == nodes[key].writes:
             result.already_there += 1
             continue
         tup = source.get_tuple(_thread(thread_id, ns, checkpoint_id))
         if tup is None:
-            result.mismatches.append(f"{_name((ns, checkpoint_id))} left the source while copied")
+            result.mismatches.append(f"{_name(key)} left the source while copied")
             return result
-        parent = nodes[(ns, checkpoint_id)].parent
+        if there and len(there) != len(tup.pending_writes or ()):
+            # Half copied, or the source went on: the paths given (the source's order)
+            # may have shifted, so the writes are put again from scratch.
+            target.drive(_drop_writes(target.core, thread_id, there))
+        result.writes += _put_writes(target, thread_id, ns, checkpoint_id, tup.pending_writes)
+        if key in present:  # copied before; the source has written to it since
+            result.already_there += 1
+            continue
+        parent = nodes[key].parent
         if parent is not None and (ns, parent) not in nodes:
             parent = None  # the source lost it (pruned): the copy starts the chain
-        result.writes += _put_writes(target, thread_id, ns, checkpoint_id, tup.pending_writes)
         base = nodes[(ns, parent)].versions if parent is not None else {}
         versions = tup.checkpoint["channel_versions"]
         target.put(
@@ -175,11 +190,23 @@ def _check_target(target: BaseRedisSaver) -> None:
         )
 
 
-def _present(core: SaverCore, thread_id: str) -> Plan[set[_Key]]:
+def _present(core: SaverCore, thread_id: str) -> Plan[tuple[set[_Key], dict[_Key, list[Any]]]]:
     """The checkpoints of the thread already indexed in Redis (a checkpoint is indexed
-    in the script that stores it, so an indexed one is whole)."""
-    members = yield Command(("ZRANGE", core.keys.thread(thread_id).cps, 0, -1))
-    return {core.keys.parse_checkpoint_member(m) for m in members}
+    in the script that stores it, so an indexed one is whole), and the pending writes
+    each checkpoint has there (their index members)."""
+    tk = core.keys.thread(thread_id)
+    checkpoints, writes = yield Batch([("ZRANGE", tk.cps, 0, -1), ("ZRANGE", tk.wix, 0, -1)])
+    by_checkpoint: dict[_Key, list[Any]] = {}
+    for member in writes:
+        w = core.keys.parse_write_member(member)
+        by_checkpoint.setdefault((w.checkpoint_ns, w.checkpoint_id), []).append(member)
+    return {core.keys.parse_checkpoint_member(m) for m in checkpoints}, by_checkpoint
+
+
+def _drop_writes(core: SaverCore, thread_id: str, members: list[Any]) -> Plan[None]:
+    """Delete these pending writes of the thread, records and index entries, at once."""
+    tk = core.keys.thread(thread_id)
+    yield Batch([("HDEL", tk.wr, *members), ("ZREM", tk.wix, *members)], atomic=True)
 
 
 def _oldest_first(nodes: dict[_Key, _Node]) -> list[_Key]:
