@@ -20,11 +20,13 @@ from typing import Any
 
 import pytest
 import redis
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from langgraph_durable import ConfigurationError, RedisSaver, migrate
 from langgraph_durable.migrate import compare_thread
 from langgraph_durable.sources import open_source
+from tests.helpers.graphs import counter_graph
 from tests.helpers.migration import (
     THREADS,
     checkpoints_in_redis,
@@ -271,6 +273,8 @@ def test_the_verify_finds_what_differs(
     assert f"approval-done: checkpoint {newest} is missing from Redis" in done.stdout
     assert "approval-done: verify: checkpoint" in done.stdout
     assert "verified: 5 threads equal to the source, 1 differ" in done.stdout
+    only = json.loads(cli(*args, "--thread", "delta", "--json").stdout)
+    assert only["ok"] is True and [t["thread_id"] for t in only["threads"]] == ["delta"]
 
     with SqliteSaver.from_conn_string(sqlite_copy) as source:  # the source goes on
         resume_all(source)
@@ -278,6 +282,26 @@ def test_the_verify_finds_what_differs(
         report = migrate(source, target, thread_ids=["approval-open", "sub-open", "fan-failed"])
         assert report.ok, report.mismatches
         assert all(t.copied > 0 for t in report.threads)
+
+
+class NumberedVersions(SqliteSaver):
+    """SQLite with ``BaseCheckpointSaver``'s own versions: plain numbers, no random tail."""
+
+    def get_next_version(self, current: Any, channel: None) -> Any:
+        return BaseCheckpointSaver.get_next_version(self, current, channel)
+
+
+def test_a_version_reused_by_a_fork_is_reported(tmp_path: Path, target: RedisSaver) -> None:
+    with sqlite3.connect(tmp_path / "numbered.db", check_same_thread=False) as conn:
+        source = NumberedVersions(conn)
+        counter = counter_graph().compile(checkpointer=source)
+        counter.invoke({"value": 1, "trail": []}, config("fork"))
+        before_a = list(counter.get_state_history(config("fork")))[-2].config
+        counter.invoke(None, counter.update_state(before_a, {"value": 100}))
+        # both branches number their values 3, 4, 5; Redis keeps one value per version
+        report = migrate(source, target)
+    assert not report.ok
+    assert report.mismatches and all("differs in: checkpoint" in m for m in report.mismatches)
 
 
 # -- bad sources and targets --------------------------------------------------------------
