@@ -36,7 +36,7 @@ from tests.helpers.migration import (
     populate,
     resume_all,
 )
-from tests.helpers.redis_keys import delete_prefix, flip_last_bit
+from tests.helpers.redis_keys import flip_last_bit
 
 ROOT = Path(__file__).resolve().parent.parent
 CLI = [sys.executable, "-m", "langgraph_durable.cli"]
@@ -74,16 +74,9 @@ def sqlite_copy(sqlite_db: str, tmp_path: Path) -> str:
 
 
 @pytest.fixture
-def target(redis_url: str, key_prefix: str) -> Iterator[RedisSaver]:
-    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as saver:
-        yield saver
-
-
-@pytest.fixture
-def other_prefix(redis_client: redis.Redis) -> Iterator[str]:
-    prefix = f"lgdtest-{uuid.uuid4().hex[:12]}"
-    yield prefix
-    delete_prefix(redis_client, prefix)
+def target(saver: RedisSaver) -> RedisSaver:
+    """The saver migrated into (conftest's, on the test's own key prefix)."""
+    return saver
 
 
 @pytest.fixture(scope="module")
@@ -180,7 +173,7 @@ def test_a_killed_migration_run_again_equals_a_clean_one(
     redis_url: str,
     redis_client: redis.Redis,
     key_prefix: str,
-    other_prefix: str,
+    other_key_prefix: str,
     target: RedisSaver,
 ) -> None:
     landed = 7  # mid-thread: the third thread (delta) has 9 checkpoints
@@ -209,13 +202,13 @@ def test_a_killed_migration_run_again_equals_a_clean_one(
     assert sum(t["already_there"] for t in threads) == landed
     assert sum(t["copied"] for t in threads) == sum(t["checkpoints"] for t in threads) - landed
 
-    with RedisSaver.from_conn_string(redis_url, key_prefix=other_prefix) as clean:
+    with RedisSaver.from_conn_string(redis_url, key_prefix=other_key_prefix) as clean:
         with open_source(sqlite_db) as source:
             assert migrate(source, clean).ok
             assert_same_threads(source, target)
         for thread_id in THREADS:
             assert history(target, thread_id) == history(clean, thread_id)
-    assert layout(redis_client, key_prefix) == layout(redis_client, other_prefix)
+    assert layout(redis_client, key_prefix) == layout(redis_client, other_key_prefix)
 
 
 class Killed(BaseException):
