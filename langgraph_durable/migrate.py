@@ -117,8 +117,8 @@ def migrate_thread(
     result.checkpoints = len(nodes)
     present, writes_present = target.drive(_present(target.core, thread_id))
     order = _oldest_first(nodes)
-    for key in nodes.keys() - set(order):
-        result.mismatches.append(f"{_name(key)} is in a loop of parent links: not copied")
+    for key in sorted(nodes.keys() - set(order)):
+        result.mismatches.append(f"{_name(key)} is on or under a loop of parents: not copied")
     for key in order:
         ns, checkpoint_id = key
         there = writes_present.get(key, [])
@@ -167,7 +167,9 @@ def compare_thread(
             want[key] = _Digest(None, digest.checkpoint, digest.metadata, digest.writes)
     got = {_key(t): _digest(t) for t in target.list(_thread(thread_id))}
     problems = [f"{_name(k)} is missing from Redis" for k in sorted(want.keys() - got.keys())]
-    problems += [f"{_name(k)} is in Redis, not in the source" for k in sorted(got - want.keys())]
+    problems += [
+        f"{_name(k)} is in Redis, not in the source" for k in sorted(got.keys() - want.keys())
+    ]
     for key in sorted(want.keys() & got.keys()):
         differ = [
             f for f in _Digest.__dataclass_fields__ if getattr(want[key], f) != getattr(got[key], f)

@@ -277,6 +277,30 @@ def test_the_verify_finds_what_differs(
         assert all(t.copied > 0 for t in report.threads)
 
 
+def test_a_lost_parent_starts_the_chain_and_a_loop_is_reported(
+    sqlite_copy: str, target: RedisSaver
+) -> None:
+    with open_source(sqlite_copy) as source:
+        delta = [cid for _, cid in sorted(history(source, "delta"))]  # oldest first
+        approval = [cid for _, cid in sorted(history(source, "approval-done"))]
+    with sqlite3.connect(sqlite_copy) as conn:  # damage the source as a bad prune would
+        conn.execute("DELETE FROM checkpoints WHERE checkpoint_id = ?", (delta[3],))
+        conn.execute(  # the oldest checkpoint's parent is now its own grandchild
+            "UPDATE checkpoints SET parent_checkpoint_id = ? WHERE checkpoint_id = ?",
+            (approval[2], approval[0]),
+        )
+    with open_source(sqlite_copy) as source:
+        report = migrate(source, target, thread_ids=["delta", "approval-done"])
+        lost, loop = report.threads
+        assert lost.ok and lost.copied == len(delta) - 1
+        assert history(target, "delta")[("", delta[4])][0] is None  # a root now
+        assert history(target, "delta")[("", delta[5])][0] == delta[4]
+        assert loop.copied == 0
+        assert loop.mismatches[: len(approval)] == sorted(
+            f"checkpoint {cid} is on or under a loop of parents: not copied" for cid in approval
+        )
+
+
 class NumberedVersions(SqliteSaver):
     """SQLite with ``BaseCheckpointSaver``'s own versions: plain numbers, no random tail."""
 
