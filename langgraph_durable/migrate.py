@@ -70,8 +70,9 @@ def migrate(
 
     Args:
         source: any checkpointer with the sync methods (``list``, ``get_tuple``).
-        target: the ``RedisSaver`` to copy into, without ``keep_last`` (it would drop
-            the history as it is copied: ``prune`` after).
+        target: the ``RedisSaver`` to copy into (an ``AsyncRedisSaver`` works too from a
+            thread that is not its event loop's), without ``keep_last`` (it would drop the
+            history as it is copied: ``prune`` after).
         thread_ids: the threads to copy; None for every thread ``source.list(None)``
             yields (a read of the whole source).
         verify: compare each thread with the source after copying it (a second read
