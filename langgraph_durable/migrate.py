@@ -1,8 +1,8 @@
 """Migration from another checkpointer: every thread with its whole history, pending
 writes and metadata, copied into a ``RedisSaver`` through LangGraph's public contract.
 
-Owns ``migrate`` / ``migrate_thread`` (the copy, then a verify against the source) and
-``source_thread_ids``. Rules it keeps:
+Owns ``migrate`` / ``migrate_thread`` (the copy, then a verify against the source),
+``compare_thread`` (that verify) and ``source_thread_ids``. Rules it keeps:
   * Only the public contract of the source is used (``list``, ``get_tuple``), so any
     ``BaseCheckpointSaver`` with the sync methods can be a source; ``sources.py`` opens
     the usual ones from a string.
@@ -13,10 +13,10 @@ Owns ``migrate`` / ``migrate_thread`` (the copy, then a verify against the sourc
     is stored once and shared, as the graph itself would have stored it.
   * A checkpoint's pending writes are put before the checkpoint. A checkpoint found in
     Redis therefore has its writes too, and is skipped: a migration killed at any point
-    and run again continues where it stopped, without writing anything twice. One with
-    fewer writes in Redis than in the source (the source went on after it was copied)
-    has them replaced, so a run after the source's last write brings every thread up to
-    date.
+    and run again continues where it stopped, without writing anything twice. A
+    checkpoint whose pending writes in Redis are not as many as in the source (stopped
+    halfway, or the source went on after it was copied) has them replaced, so a run
+    after the source's last write brings every thread up to date.
   * ``task_path`` is not part of ``CheckpointTuple.pending_writes`` and so cannot be
     copied; each task gets a path that sorts as the source listed it
     (``~migrated:00000000``...), which keeps ``writes_sort_key`` order, the one thing
