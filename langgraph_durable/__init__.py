@@ -15,6 +15,7 @@ from langgraph_durable.errors import (
     InvalidConfigError,
     LeaseHeldError,
     LeaseLostError,
+    MigrationSourceError,
     NotReplicatedError,
     RecordDamagedError,
     ToolCallDivergedError,
@@ -30,7 +31,15 @@ from langgraph_durable.ledger import (
     ToolLedger,
     idempotency_key,
 )
-from langgraph_durable.reports import Finding, RecoveryReport, SkippedCheckpoint, VerifyReport
+from langgraph_durable.migrate import migrate
+from langgraph_durable.reports import (
+    Finding,
+    MigrationReport,
+    RecoveryReport,
+    SkippedCheckpoint,
+    ThreadMigration,
+    VerifyReport,
+)
 from langgraph_durable.resign import ResignReport
 from langgraph_durable.saver import RedisSaver
 from langgraph_durable.shallow import AsyncShallowRedisSaver, ShallowRedisSaver
@@ -51,6 +60,8 @@ __all__ = [
     "LeaseHeldError",
     "LeaseLostError",
     "LedgerEntry",
+    "MigrationReport",
+    "MigrationSourceError",
     "NotReplicatedError",
     "RecordDamagedError",
     "RecoveryReport",
@@ -58,6 +69,7 @@ __all__ = [
     "ResignReport",
     "ShallowRedisSaver",
     "SkippedCheckpoint",
+    "ThreadMigration",
     "ToolCallDivergedError",
     "ToolLedger",
     "ToolOutcomeUnknownError",
@@ -65,6 +77,7 @@ __all__ = [
     "ValueTooLargeError",
     "VerifyReport",
     "idempotency_key",
+    "migrate",
 ]
 
 __version__ = "0.1.0"

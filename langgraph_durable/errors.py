@@ -267,3 +267,10 @@ class UnreadableThreadError(DurableError):
         self.thread_id = thread_id
         self.checkpoint_ns = checkpoint_ns
         self.reasons = reasons
+
+
+class MigrationSourceError(ConfigurationError):
+    """The saver to migrate from cannot be opened: an unknown kind of source, a package it
+    needs is not installed (the message names the pip extra), a file that is not there, a
+    ``module:factory`` that cannot be imported or returns no checkpointer, or a database
+    that refuses the connection. The message masks any password of the source's URL."""

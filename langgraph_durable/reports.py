@@ -1,8 +1,9 @@
 """What reads, listings and ``verify`` report back to users: the public report types.
 
 Owns ``RecoveryReport`` (what a read skipped to find a checkpoint that verifies),
-``SkippedCheckpoint``, ``Finding`` and ``VerifyReport``. Plain data: filled in by the
-plans of ``core.py`` and ``verify.py``, exported from ``langgraph_durable``.
+``SkippedCheckpoint``, ``Finding``, ``VerifyReport``, and what a migration did
+(``ThreadMigration``, ``MigrationReport``). Plain data: filled in by the plans of
+``core.py`` and ``verify.py`` and by ``migrate.py``, exported from ``langgraph_durable``.
 """
 
 from __future__ import annotations
@@ -61,3 +62,36 @@ class VerifyReport:
         """Nothing damaged now, and nothing ever quarantined: quarantined records were
         damage too, and what they held is gone from the thread."""
         return not self.findings and not self.quarantined
+
+
+@dataclass
+class ThreadMigration:
+    """What ``migrate`` did with one thread, and what its verify found."""
+
+    thread_id: str
+    checkpoints: int = 0  # in the source, every namespace
+    copied: int = 0  # checkpoints this run put into Redis
+    already_there: int = 0  # found in Redis (an earlier, interrupted run): not put again
+    writes: int = 0  # pending writes this run put
+    mismatches: list[str] = field(default_factory=list)  # one line each; empty when equal
+    verified: bool = False  # compared with the source after the copy
+
+    @property
+    def ok(self) -> bool:
+        return not self.mismatches
+
+
+@dataclass
+class MigrationReport:
+    """What ``migrate`` did: one ``ThreadMigration`` per thread, in the order copied."""
+
+    threads: list[ThreadMigration] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """Every thread copied and, where verified, equal to its source."""
+        return all(t.ok for t in self.threads)
+
+    @property
+    def mismatches(self) -> list[str]:
+        return [f"{t.thread_id}: {m}" for t in self.threads for m in t.mismatches]

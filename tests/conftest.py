@@ -63,9 +63,19 @@ def saver(redis_url: str, key_prefix: str) -> Iterator[RedisSaver]:
 
 @pytest.fixture
 def key_prefix(redis_client: redis.Redis) -> Iterator[str]:
+    yield from _own_prefix(redis_client)
+
+
+@pytest.fixture
+def other_key_prefix(redis_client: redis.Redis) -> Iterator[str]:
+    """A second key prefix of the test's own (to compare two copies of the same data)."""
+    yield from _own_prefix(redis_client)
+
+
+def _own_prefix(client: redis.Redis) -> Iterator[str]:
     prefix = f"lgdtest-{uuid.uuid4().hex[:12]}"
     yield prefix
-    delete_prefix(redis_client, prefix)
+    delete_prefix(client, prefix)
 
 
 # -- a private 3-master Redis Cluster, for the cluster tests and the graph tests --------

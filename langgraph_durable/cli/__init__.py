@@ -1,4 +1,5 @@
-"""The ``langgraph-durable`` command line: the demo, inspection, verification, the server.
+"""The ``langgraph-durable`` command line: the demo, inspection, verification, migration
+from another checkpointer (``migrate``), the server.
 
 Every command takes ``--redis-url`` (default ``REDIS_URL``, else the embedded server in
 ``./.langgraph-durable/``, started if needed), ``--cluster``, ``--key-prefix``, ``--json``
@@ -18,6 +19,7 @@ import click
 from langgraph_durable.cli.common import _Cli
 from langgraph_durable.cli.inspection import history, ledger, show, threads
 from langgraph_durable.cli.maintenance import resign, verify
+from langgraph_durable.cli.migrate import migrate
 from langgraph_durable.cli.server import demo, server
 
 __all__ = ["cli", "main"]
@@ -29,7 +31,7 @@ def cli() -> None:
     """langgraph-durable: a crash-safe LangGraph checkpointer on Redis."""
 
 
-for command in (demo, threads, history, show, ledger, verify, resign, server):
+for command in (demo, threads, history, show, ledger, verify, resign, migrate, server):
     cli.add_command(command)
 
 
