@@ -31,7 +31,7 @@ from langgraph_durable.ledger import (
     ToolLedger,
     idempotency_key,
 )
-from langgraph_durable.migrate import migrate
+from langgraph_durable.migration import migrate
 from langgraph_durable.reports import (
     Finding,
     MigrationReport,

@@ -24,7 +24,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from langgraph_durable import ConfigurationError, RedisSaver, migrate
-from langgraph_durable.migrate import compare_thread
+from langgraph_durable.migration import compare_thread
 from langgraph_durable.sources import open_source
 from tests.helpers.graphs import counter_graph
 from tests.helpers.migration import (

@@ -3,7 +3,7 @@
 Owns the command: the source string (``sources.open_source``), a progress bar over the
 threads on stderr, a summary (text or ``--json``), exit code 1 when a thread differs
 from its source, and one line on stderr (exit 2) when the source or Redis fails halfway:
-running the same command again continues where it stopped (``migrate.py``).
+running the same command again continues where it stopped (``migration.py``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import click
 
 from langgraph_durable import reply_codes
 from langgraph_durable.cli.common import _UNREACHABLE, common, open_saver, out
-from langgraph_durable.migrate import migrate_thread, source_thread_ids
+from langgraph_durable.migration import migrate_thread, source_thread_ids
 from langgraph_durable.redact import redact, redact_url
 from langgraph_durable.reports import ThreadMigration
 from langgraph_durable.sources import open_source
