@@ -243,7 +243,8 @@ class BaseRedisSaver(SaverOptions):
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """``"keep_latest"``: keep each namespace's newest checkpoint, the newest that
         verifies completely, and the ancestors their DeltaChannels are rebuilt from;
-        ``"delete"``: delete the threads.
+        ``"delete"`` (or ``"delete_all"``, as LangGraph Server's thread TTL says it):
+        delete the threads.
 
         Raises:
             ValueError: an unknown ``strategy``.

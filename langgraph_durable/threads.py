@@ -155,10 +155,11 @@ class ThreadPlans(RetentionPlans):
     def prune(
         self, thread_ids: Sequence[str], *, strategy: str = "keep_latest", keep_last: int = 1
     ) -> Plan[None]:
-        if strategy not in ("keep_latest", "delete"):
+        # "delete_all" is LangGraph Server's name for "delete" (its thread TTL sweeps)
+        if strategy not in ("keep_latest", "delete", "delete_all"):
             raise ValueError(f"unknown prune strategy {strategy!r}: use 'keep_latest' or 'delete'")
         for thread_id in thread_ids:
-            if strategy == "delete":
+            if strategy != "keep_latest":
                 yield from self.delete_thread(thread_id)
                 continue
             tk = self.keys.thread(str(thread_id))
