@@ -33,6 +33,7 @@ from langgraph_durable.ledger import (
 from langgraph_durable.reports import Finding, RecoveryReport, SkippedCheckpoint, VerifyReport
 from langgraph_durable.resign import ResignReport
 from langgraph_durable.saver import RedisSaver
+from langgraph_durable.server import checkpointer as _server_checkpointer
 
 __all__ = [
     "AsyncRedisSaver",
@@ -65,3 +66,9 @@ __all__ = [
 ]
 
 __version__ = "0.1.0"
+
+# langgraph.json may name the server's factory "langgraph_durable.server:checkpointer";
+# langgraph-api 0.16 splits such a path at its last dot and looks up "server:checkpointer"
+# in this package, so that name answers too ("langgraph_durable.server.checkpointer" is
+# what it reads as written).
+globals()["server:checkpointer"] = _server_checkpointer

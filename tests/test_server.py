@@ -74,8 +74,8 @@ def serve(redis_url: str, tmp_path: Path) -> Iterator[Any]:
     client = redis.Redis.from_url(redis_url)
     started: list[DevServer] = []
 
-    def serve() -> Served:
-        server = DevServer(tmp_path / "served", env)
+    def serve(checkpointer: str = "langgraph_durable.server.checkpointer") -> Served:
+        server = DevServer(tmp_path / "served", env, checkpointer)
         started.append(server)
         server.start()
         return Served(server, client, saver)
@@ -136,7 +136,7 @@ def test_a_served_ledger_records_in_the_servers_checkpointer(serve: Any) -> None
 
 
 def test_rollback_deletes_the_cancelled_runs_checkpoints_not_its_ledger(serve: Any) -> None:
-    served = serve()
+    served = serve("langgraph_durable.server:checkpointer")  # the other spelling works too
     api = served.server
     tid = api.new_thread()
     api.wait(tid, input=say("charge 60"))

@@ -43,9 +43,15 @@ def until(what: str, probe: Callable[[], T | None], timeout: float = WAIT_TIMEOU
 
 
 class DevServer:
-    """``langgraph dev`` in ``workdir`` with ``env`` (REDIS_URL, LGD_*) added to ours."""
+    """``langgraph dev`` in ``workdir`` with ``env`` (REDIS_URL, LGD_*) added to ours,
+    its ``langgraph.json`` naming ``checkpointer`` as the factory."""
 
-    def __init__(self, workdir: Path, env: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        env: Mapping[str, str],
+        checkpointer: str = "langgraph_durable.server.checkpointer",
+    ) -> None:
         self.workdir = workdir
         self.effects_dir = workdir / "effects"
         self.effects_dir.mkdir(parents=True, exist_ok=True)
@@ -54,7 +60,7 @@ class DevServer:
                 {
                     "dependencies": ["."],
                     "graphs": {"agent": f"{AGENT}:graph"},
-                    "checkpointer": {"path": "langgraph_durable.server.checkpointer"},
+                    "checkpointer": {"path": checkpointer},
                 }
             )
         )
