@@ -2,10 +2,10 @@
 
 Owns what every integration (ToolNode wrappers, ``@durable``) shares once it knows where
 a call is recorded: the saver it is recorded through (the ledger's own, else the one its
-task runs with: ``_bound``), the context of the task attempt it belongs to, raising the task's
-escalations (unknown outcomes and divergences alike, ``divergence.question`` says what
-each asks) and running the call between its intent and its result, in a thin sync and
-a thin async shell around the same plans.
+task runs with: ``_bound``), the context of the task attempt it belongs to, raising the
+task's escalations (unknown outcomes and divergences alike, ``divergence.question`` says
+what each asks) and running the call between its intent and its result, in a thin sync
+and a thin async shell around the same plans.
 """
 
 from __future__ import annotations

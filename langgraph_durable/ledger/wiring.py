@@ -31,8 +31,8 @@ T = TypeVar("T")
 
 
 def _is_saver(obj: Any) -> bool:
-    # By the class's own methods (base.py imports this package, so no isinstance): a
-    # wrapper forwarding attributes to a saver has them only on its instances.
+    # By the class's own methods, not isinstance (the saver's modules import this
+    # package): a wrapper forwarding attributes to a saver has them on instances only.
     return all(callable(getattr(type(obj), m, None)) for m in ("drive", "adrive")) and hasattr(
         obj, "core"
     )
