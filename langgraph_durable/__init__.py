@@ -42,6 +42,7 @@ from langgraph_durable.reports import (
 )
 from langgraph_durable.resign import ResignReport
 from langgraph_durable.saver import RedisSaver
+from langgraph_durable.server import checkpointer as _server_checkpointer
 from langgraph_durable.shallow import AsyncShallowRedisSaver, ShallowRedisSaver
 
 __all__ = [
@@ -81,3 +82,9 @@ __all__ = [
 ]
 
 __version__ = "0.1.0"
+
+# langgraph.json may name the server's factory "langgraph_durable.server:checkpointer";
+# langgraph-api 0.16 splits such a path at its last dot and looks up "server:checkpointer"
+# in this package, so that name answers too ("langgraph_durable.server.checkpointer" is
+# what it reads as written).
+globals()["server:checkpointer"] = _server_checkpointer

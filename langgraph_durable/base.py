@@ -254,7 +254,8 @@ class BaseRedisSaver(SaverOptions):
         Args:
             thread_ids: the threads.
             strategy: without ``keep_last``: ``"keep_latest"`` keeps 1, ``"delete"``
-                deletes the threads (as langgraph-checkpoint-redis).
+                (or ``"delete_all"``, as LangGraph Server's thread TTL says it) deletes
+                the threads (as langgraph-checkpoint-redis).
             keep_last: wins over ``strategy`` when given.
 
         Raises:

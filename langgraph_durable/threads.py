@@ -175,12 +175,12 @@ def _keep_count(strategy: str, keep_last: int | None) -> int:
     """How many checkpoints of each namespace ``prune`` keeps; 0 deletes the thread. As
     langgraph-checkpoint-redis: ``keep_last``, when given, wins over ``strategy``
     (``"keep_latest"`` keeps 1, ``"delete"`` keeps 0)."""
-    if strategy not in ("keep_latest", "delete"):
+    if strategy not in ("keep_latest", "delete", "delete_all"):
         raise ConfigurationError(
             f"unknown prune strategy {strategy!r}: use 'keep_latest' or 'delete'"
         )
-    if keep_last is None:
-        return 0 if strategy == "delete" else 1
+    if keep_last is None:  # "delete_all": LangGraph Server's name for it (thread TTL sweeps)
+        return 1 if strategy == "keep_latest" else 0
     if not isinstance(keep_last, int) or isinstance(keep_last, bool) or keep_last < 0:
         raise ConfigurationError(f"keep_last must be an integer >= 0, got {keep_last!r}")
     return keep_last

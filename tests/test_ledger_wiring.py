@@ -11,6 +11,7 @@ from typing import Annotated, Any
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.func import entrypoint, task
 from langgraph.graph import END, START, StateGraph
 from langgraph.prebuilt import ToolNode
@@ -173,3 +174,61 @@ def test_durable_under_a_task_records_and_escalates_inside_it(saver: RedisSaver)
     assert sent == ["ann"]
     (entry,) = ledger.entries("t")
     assert (entry.state, entry.resolution) == ("result", "skip")
+
+
+# -- a ledger without a saver: the one its graph runs with ------------------------------
+
+
+def test_a_ledger_without_a_saver_records_through_the_graphs_own(saver: RedisSaver) -> None:
+    paid: list[int] = []
+    ledger = ToolLedger()  # as in a served graph: the checkpointer is the server's
+    out = pay_graph(ledger.tool_node([pay_tool(paid)]), saver).invoke(START_INPUT, CONFIG)
+    assert out["messages"][-1].content == "ok" and paid == [5]
+    assert [(e.name, e.state) for e in ToolLedger(saver).entries("t")] == [("pay", "result")]
+    with pytest.raises(ConfigurationError, match=r"pass one: ToolLedger\(saver\)"):
+        ledger.entries("t")  # outside a run there is no config to find a saver in
+
+
+async def test_a_ledger_without_a_saver_escalates_on_the_async_saver(
+    redis_url: str, key_prefix: str
+) -> None:
+    sent: list[str] = []
+    crash = [True]
+    ledger = ToolLedger()
+
+    @ledger.durable
+    def send(to: str) -> str:  # sync, in an async run: LangGraph runs it in a thread
+        sent.append(to)
+        if crash:
+            crash.pop()
+            raise Crash("after the effect")
+        return f"sent {to}"
+
+    async with AsyncRedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as saver:
+
+        @entrypoint(checkpointer=saver)
+        def workflow(to: str) -> str:
+            return send(to)
+
+        with pytest.raises(Crash):
+            await workflow.ainvoke("ann", CONFIG)
+        await workflow.ainvoke(None, CONFIG)
+        (pending,) = (await workflow.aget_state(CONFIG)).interrupts
+        assert pending.value["type"] == "tool_outcome_unknown"
+        answer = Command(resume={"action": "skip", "result": "sent ann"})
+        assert await workflow.ainvoke(answer, CONFIG) == "sent ann"
+        assert sent == ["ann"]
+        (entry,) = await ToolLedger(saver).aentries("t")
+        assert (entry.state, entry.resolution) == ("result", "skip")
+
+
+@pytest.mark.parametrize("checkpointer", [None, InMemorySaver()], ids=["none", "in-memory"])
+def test_a_ledger_without_a_saver_refuses_a_graph_on_another_checkpointer(
+    checkpointer: Any,
+) -> None:
+    paid: list[int] = []
+    graph = pay_graph(ToolLedger().tool_node([pay_tool(paid)]), checkpointer)
+    named = "no checkpointer" if checkpointer is None else "InMemorySaver"
+    with pytest.raises(ConfigurationError, match=f"runs with {named}: compile it with"):
+        graph.invoke(START_INPUT, CONFIG)
+    assert paid == []  # refused before the tool ran

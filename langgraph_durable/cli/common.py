@@ -30,9 +30,9 @@ from langgraph_durable.errors import (
 )
 from langgraph_durable.redact import redact, redact_url
 from langgraph_durable.saver import RedisSaver
+from langgraph_durable.settings import KEY_PREFIX_ENV, SIGNING_KEY_ENV, checked_keys
+from langgraph_durable.settings import signing_keys as env_signing_keys
 
-SIGNING_KEY_ENV = "LGD_SIGNING_KEY"
-MIN_KEY_BYTES = 16  # as the saver's Envelope requires
 PROBE_TIMEOUT = 5.0  # seconds for the first PING to connect and answer
 
 
@@ -49,7 +49,13 @@ def common(fn: Callable[..., Any]) -> Callable[..., Any]:
     @click.option(
         "--cluster", is_flag=True, envvar="LGD_CLUSTER", help="the URL is a Redis Cluster node"
     )
-    @click.option("--key-prefix", default="lgd", show_default=True, help="the savers' key_prefix")
+    @click.option(
+        "--key-prefix",
+        envvar=KEY_PREFIX_ENV,
+        default="lgd",
+        show_default=True,
+        help=f"the savers' key_prefix (or {KEY_PREFIX_ENV})",
+    )
     @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
     @click.option(
         "--signing-key",
@@ -102,18 +108,9 @@ def signing_keys(
         keys = [line for line in text.splitlines() if line]  # line ends stripped
         if not keys:
             raise click.BadParameter(f"{path} holds no key", param_hint="--signing-key-file")
-    elif environ.get(SIGNING_KEY_ENV, "").strip():
-        source = SIGNING_KEY_ENV
-        keys = [k.strip().encode() for k in environ[SIGNING_KEY_ENV].split(",") if k.strip()]
     else:
-        return None
-    for number, key in enumerate(keys, 1):
-        if len(key) < MIN_KEY_BYTES:
-            raise click.BadParameter(
-                f"key {number} from {source} is {len(key)} bytes; a signing key must be at "
-                f"least {MIN_KEY_BYTES} bytes"
-            )
-    return keys
+        return env_signing_keys(environ)
+    return checked_keys(keys, source)
 
 
 def checked_url(redis_url: str | None) -> str:

@@ -64,19 +64,21 @@ class DurableCalls(CallRunner):
                     found = self._node_site(call_name, args, kwargs, effective_policy())
                     if found is None:
                         return await func(*args, **kwargs)
-                    ctx, site = found
+                    ledger, ctx, site = found
                     async with ctx.alock:
                         if not ctx.loaded:
-                            await self.saver.adrive(self._load(ctx, site))
+                            await ledger.saver.adrive(ledger._load(ctx, site))
                             ctx.loaded = True
-                    escalated = await self.saver.adrive(
-                        self._escalate_inline(ctx, site, effective_policy())
+                    escalated = await ledger.saver.adrive(
+                        ledger._escalate_inline(ctx, site, effective_policy())
                     )
-                    self._answer_inline(ctx, site, escalated)
-                    decision = await self.saver.adrive(self._begin(ctx, site, effective_policy()))
+                    ledger._answer_inline(ctx, site, escalated)
+                    decision = await ledger.saver.adrive(
+                        ledger._begin(ctx, site, effective_policy())
+                    )
                     if decision.replay:
                         return decision.value
-                    return await self._run_async(site, decision, lambda: func(*args, **kwargs))
+                    return await ledger._run_async(site, decision, lambda: func(*args, **kwargs))
 
                 return async_wrapper
 
@@ -85,17 +87,19 @@ class DurableCalls(CallRunner):
                 found = self._node_site(call_name, args, kwargs, effective_policy())
                 if found is None:
                     return func(*args, **kwargs)
-                ctx, site = found
+                ledger, ctx, site = found
                 with ctx.lock:
                     if not ctx.loaded:
-                        self.saver.drive(self._load(ctx, site))
+                        ledger.saver.drive(ledger._load(ctx, site))
                         ctx.loaded = True
-                escalated = self.saver.drive(self._escalate_inline(ctx, site, effective_policy()))
-                self._answer_inline(ctx, site, escalated)
-                decision = self.saver.drive(self._begin(ctx, site, effective_policy()))
+                escalated = ledger.saver.drive(
+                    ledger._escalate_inline(ctx, site, effective_policy())
+                )
+                ledger._answer_inline(ctx, site, escalated)
+                decision = ledger.saver.drive(ledger._begin(ctx, site, effective_policy()))
                 if decision.replay:
                     return decision.value
-                return self._run_sync(site, decision, lambda: func(*args, **kwargs))
+                return ledger._run_sync(site, decision, lambda: func(*args, **kwargs))
 
             return wrapper
 
@@ -103,7 +107,9 @@ class DurableCalls(CallRunner):
 
     def _node_site(
         self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], policy: Policy
-    ) -> tuple[_TaskContext, _Site] | None:
+    ) -> tuple[Any, _TaskContext, _Site] | None:
+        """Where this call is recorded and the ledger (``_bound``) recording it, or None
+        for a call that runs unrecorded."""
         if policy == "readonly":
             return None
         try:
@@ -115,11 +121,12 @@ class DurableCalls(CallRunner):
         ctx = self._context(config)
         if ctx is None:
             return self._outside()
+        ledger = self._bound(config)
         with ctx.lock:
             position = ctx.positions
             ctx.positions += 1
         site = call_site(
-            self._keys,
+            ledger._keys,
             config,
             ctx,
             name,
@@ -127,7 +134,7 @@ class DurableCalls(CallRunner):
             tool_call_id=None,
             position=position,
         )
-        return (ctx, site) if site is not None else self._outside()
+        return (ledger, ctx, site) if site is not None else self._outside()
 
     def _answer_inline(self, ctx: _TaskContext, site: _Site, entry: LedgerEntry | None) -> None:
         """A sequential call escalates at its own place in the node, so its

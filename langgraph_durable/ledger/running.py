@@ -1,45 +1,80 @@
 """Running one recorded call: its task attempt, the escalations' ``interrupt()``, the call.
 
 Owns what every integration (ToolNode wrappers, ``@durable``) shares once it knows where
-a call is recorded: the context of the task attempt it belongs to, raising the task's
-escalations (unknown outcomes and divergences alike, ``divergence.question`` says what
-each asks) and running the call between its intent and its result, in a thin sync and
-a thin async shell around the same plans.
+a call is recorded: the saver it is recorded through (the ledger's own, else the one its
+task runs with: ``_bound``), the context of the task attempt it belongs to, raising the
+task's escalations (unknown outcomes and divergences alike, ``divergence.question`` says
+what each asks) and running the call between its intent and its result, in a thin sync
+and a thin async shell around the same plans.
 """
 
 from __future__ import annotations
 
+import copy
 import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.errors import GraphBubbleUp, GraphInterrupt
 from langgraph.types import interrupt
 from pydantic import ValidationError
 
+from langgraph_durable.errors import ConfigurationError
 from langgraph_durable.ledger.divergence import question
 from langgraph_durable.ledger.entries import ERROR, INTERRUPTED, RESULT, LedgerEntry, _describe
 from langgraph_durable.ledger.plans import LedgerPlans, _Decision
 from langgraph_durable.ledger.sites import _current_key, _Site, _TaskContext
-from langgraph_durable.ledger.wiring import check_recordable
+from langgraph_durable.ledger.wiring import check_recordable, durable_saver, run_saver
 
 logger = logging.getLogger("langgraph_durable")
 R = TypeVar("R")
 # Task attempts whose shared state is kept; an attempt evicted while still running would
 # load its entries again, so this is far above the tasks one process runs at once.
 _CONTEXTS_KEPT = 10_000
+_SCRATCHPAD = "__pregel_scratchpad"  # LangGraph's per-task-attempt state, in the config
 
 
 class CallRunner(LedgerPlans):
     """Task contexts, escalations and the sync/async shells of ``ToolLedger``."""
 
-    def __init__(self) -> None:
+    def __init__(self, saver: Any = None) -> None:
+        if saver is not None and durable_saver(saver) is None:
+            raise ConfigurationError(
+                f"ToolLedger needs a langgraph-durable RedisSaver or AsyncRedisSaver, got "
+                f"{type(saver).__name__}"
+            )
+        self._saver = durable_saver(saver)
         self._contexts: OrderedDict[int, _TaskContext] = OrderedDict()
         self._contexts_lock = threading.Lock()
         self._warned_outside = False
+
+    @property
+    def saver(self) -> Any:
+        """The saver entries are recorded through: the one the ledger was given, or (in
+        a graph task, for a ledger without one) the one the task runs with."""
+        if self._saver is None:
+            raise ConfigurationError(
+                "this ToolLedger has no saver of its own: it records through the saver "
+                "its graph runs with, found in each call's run config. Outside a run "
+                "(entries(), aentries()), pass one: ToolLedger(saver)"
+            )
+        return self._saver
+
+    def _bound(self, config: RunnableConfig | None) -> Any:
+        """This ledger, or for a ledger without a saver of its own inside a graph task, a
+        view of it on the saver that task runs with (sharing its settings and task
+        contexts); ``ConfigurationError`` if the task runs with no langgraph-durable saver.
+        Outside a task the call runs unrecorded, so no saver is needed."""
+        if self._saver is not None or config is None:
+            return self
+        if config.get("configurable", {}).get(_SCRATCHPAD) is None:
+            return self
+        view = copy.copy(self)  # shallow: the contexts, their lock and the settings shared
+        view._saver = run_saver(config)
+        return view
 
     def _ask(
         self, ctx: _TaskContext, site: _Site, escalations: list[tuple[int, LedgerEntry]]
@@ -58,7 +93,7 @@ class CallRunner(LedgerPlans):
                 ctx.answers[entry.field] = answer
 
     def _context(self, config: RunnableConfig) -> _TaskContext | None:
-        scratchpad = config.get("configurable", {}).get("__pregel_scratchpad")
+        scratchpad = config.get("configurable", {}).get(_SCRATCHPAD)
         if scratchpad is None:
             return None
         with self._contexts_lock:

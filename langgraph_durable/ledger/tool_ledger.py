@@ -44,7 +44,11 @@ class ToolLedger(DurableCalls):
     """Records every side-effecting call so that a resumed graph never repeats one.
 
     ``saver`` is the graph's ``RedisSaver`` or ``AsyncRedisSaver``: entries live in the
-    thread's keys, so ``delete_thread``, ``copy_thread`` and ``ttl`` cover them.
+    thread's keys, so ``delete_thread``, ``copy_thread`` and ``ttl`` cover them. Without
+    it (``ToolLedger()``), each call is recorded through the saver its graph task runs
+    with, found in the run's config: in LangGraph Server, the server's checkpointer
+    (``langgraph_durable.server.checkpointer``). A task running on any other checkpointer
+    raises ``ConfigurationError``; ``entries()`` then needs a saver (``ToolLedger(saver)``).
 
     ``policies`` maps tool names to what happens when a call's outcome is unknown:
     ``"escalate"`` (an ``interrupt()``), ``"retry"``, ``"fail"``, or ``"readonly"`` for
@@ -63,7 +67,7 @@ class ToolLedger(DurableCalls):
 
     def __init__(
         self,
-        saver: Any,
+        saver: Any = None,
         *,
         policies: Mapping[str, Policy] | None = None,
         default_policy: Policy = "escalate",
@@ -71,13 +75,7 @@ class ToolLedger(DurableCalls):
         use_tool_hints: bool = True,
     ) -> None:
         check_policies(policies or {}, default_policy)
-        if not hasattr(saver, "core") or not hasattr(saver, "drive"):
-            raise ConfigurationError(
-                f"ToolLedger needs a langgraph-durable RedisSaver or AsyncRedisSaver, got "
-                f"{type(saver).__name__}"
-            )
-        super().__init__()
-        self.saver = saver
+        super().__init__(saver)
         self.policies = dict(policies or {})
         self.default_policy = default_policy
         self.on_divergence = check_divergence(on_divergence)
@@ -117,7 +115,9 @@ class ToolLedger(DurableCalls):
 
     def _tool_site(
         self, request: Any
-    ) -> tuple[_TaskContext, _Site, list[dict[str, Any]], Policy] | None:
+    ) -> tuple[ToolLedger, _TaskContext, _Site, list[dict[str, Any]], Policy] | None:
+        """Where this tool call is recorded and the ledger (``_bound``) recording it, or
+        None for a call that runs unrecorded."""
         call = request.tool_call
         tool = getattr(request, "tool", None)
         policy = self.policy(call["name"], tool)
@@ -130,9 +130,10 @@ class ToolLedger(DurableCalls):
         ctx = self._context(config)
         if ctx is None:
             return self._outside()
+        ledger = self._bound(config)
         position, message_calls = _position_in_message(request.state, call)
         site = call_site(
-            self._keys,
+            ledger._keys,
             config,
             ctx,
             call["name"],
@@ -140,44 +141,46 @@ class ToolLedger(DurableCalls):
             tool_call_id=call.get("id"),
             position=position,
         )
-        return (ctx, site, message_calls, policy) if site is not None else self._outside()
+        if site is None:
+            return self._outside()
+        return ledger, ctx, site, message_calls, policy
 
     def wrap_tool_call(self, request: Any, execute: Callable[[Any], Any]) -> Any:
         """``ToolNode(wrap_tool_call=...)``: replay a recorded result or record this call."""
         found = self._tool_site(request)
         if found is None:
             return execute(request)
-        refuse_sync_on_loop(self.saver)
-        ctx, site, message_calls, policy = found
+        ledger, ctx, site, message_calls, policy = found
+        refuse_sync_on_loop(ledger.saver)
         with ctx.lock:
             if not ctx.loaded:
-                escalations = self.saver.drive(self._prepare_parallel(ctx, site, message_calls))
+                escalations = ledger.saver.drive(ledger._prepare_parallel(ctx, site, message_calls))
                 ctx.loaded = True
-                self._ask(ctx, site, escalations)
+                ledger._ask(ctx, site, escalations)
         hint = self._hint(getattr(request, "tool", None))
-        decision = self.saver.drive(self._begin(ctx, site, policy, hint))
+        decision = ledger.saver.drive(ledger._begin(ctx, site, policy, hint))
         if decision.replay:
             return decision.value
-        return self._run_sync(site, decision, lambda: execute(request))
+        return ledger._run_sync(site, decision, lambda: execute(request))
 
     async def awrap_tool_call(self, request: Any, execute: Callable[[Any], Awaitable[Any]]) -> Any:
         """``ToolNode(awrap_tool_call=...)``: the async twin of ``wrap_tool_call``."""
         found = self._tool_site(request)
         if found is None:
             return await execute(request)
-        ctx, site, message_calls, policy = found
+        ledger, ctx, site, message_calls, policy = found
         async with ctx.alock:
             if not ctx.loaded:
-                escalations = await self.saver.adrive(
-                    self._prepare_parallel(ctx, site, message_calls)
+                escalations = await ledger.saver.adrive(
+                    ledger._prepare_parallel(ctx, site, message_calls)
                 )
                 ctx.loaded = True
-                self._ask(ctx, site, escalations)
+                ledger._ask(ctx, site, escalations)
         hint = self._hint(getattr(request, "tool", None))
-        decision = await self.saver.adrive(self._begin(ctx, site, policy, hint))
+        decision = await ledger.saver.adrive(ledger._begin(ctx, site, policy, hint))
         if decision.replay:
             return decision.value
-        return await self._run_async(site, decision, lambda: execute(request))
+        return await ledger._run_async(site, decision, lambda: execute(request))
 
     # -- inspection -----------------------------------------------------------------
     def entries(self, thread_id: str) -> list[LedgerEntry]:

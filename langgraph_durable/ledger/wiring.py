@@ -7,6 +7,9 @@ Owns the traps between LangGraph's integration points and the ledger:
   * A ToolNode given only ``wrap_tool_call`` calls it on the event loop in an async run,
     where an ``AsyncRedisSaver`` cannot be waited for: refused, naming the missing
     ``awrap_tool_call`` (``refuse_sync_on_loop``).
+  * A ``ToolLedger()`` without a saver uses the saver the run's task executes with
+    (``run_saver``): in LangGraph Server the graph's checkpointer is the server's, so no
+    second saver is needed. A graph on another checkpointer is refused, naming it.
   * ``@ledger.durable`` stacked over a Functional API ``@task`` would record the task's
     future, not its result: refused at decoration, naming the order that works
     (``@task`` over ``@ledger.durable``); a durable function returning any future is
@@ -19,9 +22,48 @@ import asyncio
 import concurrent.futures
 from typing import Any, TypeVar
 
+from langchain_core.runnables import RunnableConfig
+from langgraph.constants import CONFIG_KEY_CHECKPOINTER
+
 from langgraph_durable.errors import ConfigurationError
 
 T = TypeVar("T")
+
+
+def _is_saver(obj: Any) -> bool:
+    # By the class's own methods, not isinstance (the saver's modules import this
+    # package): a wrapper forwarding attributes to a saver has them on instances only.
+    return all(callable(getattr(type(obj), m, None)) for m in ("drive", "adrive")) and hasattr(
+        obj, "core"
+    )
+
+
+def durable_saver(found: Any) -> Any:
+    """``found`` if it is a langgraph-durable saver, or the one it wraps; else None.
+
+    LangGraph Server hands a graph an adapter around the saver that forwards every
+    other attribute to it: a method reached through it is bound to the saver itself."""
+    if _is_saver(found):
+        return found
+    inner = getattr(getattr(found, "adrive", None), "__self__", None)
+    return inner if _is_saver(inner) else None
+
+
+def run_saver(config: RunnableConfig) -> Any:
+    """The langgraph-durable saver the task of ``config`` runs with (LangGraph lends each
+    task its graph's checkpointer in the config); ``ConfigurationError`` if there is none."""
+    found = config.get("configurable", {}).get(CONFIG_KEY_CHECKPOINTER)
+    saver = durable_saver(found)
+    if saver is None:
+        what = "no checkpointer" if found is None else type(found).__name__
+        raise ConfigurationError(
+            f"a ToolLedger() without a saver records in the checkpointer its graph runs "
+            f"with, and this graph runs with {what}: compile it with a langgraph-durable "
+            "RedisSaver or AsyncRedisSaver (in LangGraph Server, name "
+            "langgraph_durable.server.checkpointer in langgraph.json), or pass the saver "
+            "to ToolLedger(saver)"
+        )
+    return saver
 
 
 def refuse_sync_on_loop(saver: Any) -> None:
