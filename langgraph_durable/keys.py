@@ -28,6 +28,7 @@ Outside any thread (its own slot on a cluster)::
 
     P:run:{R}   SET   thread ids a run (``R``, escaped like a thread id) wrote
                       checkpoints to: the run index of ``delete_for_runs`` (runs.py)
+    P:run-index STRING  set once every thread of the prefix is in the run index
 
 Members are built so that the writes of a checkpoint are exactly the ``wix`` members in
 ``[member SEP, member SEP+1)``; the Lua scripts rely on that and on nothing else here.
@@ -198,6 +199,10 @@ class KeySchema:
         """The run index key of ``run_id`` (runs.py)."""
         inputs.text(run_id, "run_id")
         return f"{self.prefix}:run:{{{escape_thread_id(run_id)}}}"
+
+    def run_index_marker(self) -> str:
+        """Set once every thread of the prefix is in the run index (runs.py)."""
+        return f"{self.prefix}:run-index"
 
     def thread_scan_pattern(self) -> str:
         """SCAN MATCH pattern for the keys that make a thread exist: its checkpoint

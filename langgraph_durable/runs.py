@@ -11,8 +11,11 @@ Owns the index key's upkeep and nothing else. Rules it keeps:
   * An entry may outlive its checkpoints (pruned, deleted by run): harmless, the
     thread's ``runs`` hash decides. ``delete_thread`` takes the thread out of its runs'
     sets, so no set is kept for threads that are gone.
-  * Losing the index loses no data: a run without a set (written before the index
-    existed, or evicted) is searched for with a SCAN, as before.
+  * Threads written before the index existed are put into it once per key prefix, by
+    the first saver's ``setup()`` that may write (``ThreadPlans.index_runs``: one SCAN),
+    which then sets ``P:run-index``. From then on a run without a set wrote nothing and
+    ``delete_for_runs`` has nothing to do; without the marker (a FLUSHDB, a saver that may
+    not write) it SCANs for such a run, as before the index existed.
 """
 
 from __future__ import annotations

@@ -141,6 +141,8 @@ class PlanShell:
         self._scripts = ScriptSet.for_server(version, cluster=self.cluster)
         yield from self._load_scripts()
         yield from hazards.eviction_checks(self.client, self.ttl)
+        if self.core.repair_on_read:  # a saver that may write (not the CLI's inspection)
+            yield from self._steps(self.core.index_runs())
 
 
 def _log_errors(commands: list[tuple[Any, ...]], replies: list[Any]) -> None:

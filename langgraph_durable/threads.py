@@ -138,11 +138,18 @@ class ThreadPlans(RetentionPlans):
         if not wanted_runs:
             return
         thread_ids: set[str] = set()
+        complete: bool | None = None  # whether every thread is indexed (runs.py)
         for run_id in sorted(wanted_runs):
             (members,) = yield Batch([("SMEMBERS", self.keys.run(run_id))], errors_as_values=True)
             if isinstance(members, Exception) or not members:
-                # Unknown to the index (written before it, evicted, damaged), or a run
-                # that wrote nothing: only a SCAN can tell.
+                if complete is None:
+                    marker = yield Batch(
+                        [("EXISTS", self.keys.run_index_marker())], errors_as_values=True
+                    )
+                    complete = marker[0] == 1
+                if complete and not isinstance(members, Exception):
+                    continue  # a run that wrote nothing
+                # Unknown to an index that may lack threads written before it: SCAN.
                 thread_ids = set((yield from self.all_thread_ids()))
                 break
             thread_ids.update(_label(m) for m in members)
@@ -152,6 +159,30 @@ class ThreadPlans(RetentionPlans):
             doomed = {_label(m) for m, r in runs.items() if _label(r) in wanted_runs}
             if doomed:
                 yield from self._collect(tk, lambda decoded, pinned, doomed=doomed: doomed)
+
+    def index_runs(self) -> Plan[int]:
+        """Once per key prefix (``setup()``): put every thread into its runs' sets, then
+        mark the prefix indexed (runs.py). Returns the threads indexed; 0 when marked
+        already. Best effort: a refusal (a read-only user or replica) leaves it unmarked."""
+        marker = self.keys.run_index_marker()
+        (done,) = yield Batch([("EXISTS", marker)], errors_as_values=True)
+        if isinstance(done, Exception) or done:
+            return 0
+        indexed = 0
+        for thread_id in (yield from self.all_thread_ids()):
+            (run_ids,) = yield Batch(
+                [("HVALS", self.keys.thread(thread_id).runs)], errors_as_values=True
+            )
+            if isinstance(run_ids, list) and run_ids:
+                ahead = tuple(
+                    command
+                    for run_id in sorted({_label(r) for r in run_ids})
+                    for command in self.run_index.ahead(run_id, thread_id, again=True)
+                )
+                yield Batch([], ahead=ahead)
+                indexed += 1
+        yield Batch([("SET", marker, "1")], errors_as_values=True)
+        return indexed
 
     def prune(
         self,

@@ -53,19 +53,38 @@ def test_delete_for_runs_visits_only_the_runs_threads(
     assert run_ids_of(saver, "c-copy") == run_ids_of(saver, "a") == []
 
 
-def test_a_run_the_index_does_not_know_is_found_by_a_scan(
-    saver: RedisSaver, redis_client: redis.Redis
+def legacy(redis_client: redis.Redis, saver: RedisSaver, *run_ids: str) -> None:
+    """Make the prefix look written before the run index existed."""
+    redis_client.delete(saver.keys.run_index_marker(), *map(saver.keys.run, run_ids))
+
+
+def test_a_run_the_index_does_not_know_is_found_by_a_scan_until_the_prefix_is_indexed(
+    saver: RedisSaver, redis_client: redis.Redis, redis_url: str, key_prefix: str
 ) -> None:
-    """Written before the index existed (or its key evicted): found all the same."""
     put_run(saver, "old-1", "r-old")
     put_run(saver, "old-2", "r-old")
     put_run(saver, "kept", "r-new")
-    redis_client.delete(saver.keys.run("r-old"))
+    legacy(redis_client, saver, "r-old", "r-new")
     trips = RoundTrips(saver)
     saver.delete_for_runs(["r-old"])
-    assert any(isinstance(op, ScanKeys) for op in trips.ops)
+    assert any(isinstance(op, ScanKeys) for op in trips.ops), "not indexed: SCAN"
     assert run_ids_of(saver, "old-1") == run_ids_of(saver, "old-2") == []
     assert run_ids_of(saver, "kept") == ["r-new"]
+    # The next saver's setup indexes the prefix once: no SCAN for any run after that.
+    put_run(saver, "old-3", "r-old")
+    legacy(redis_client, saver, "r-old")
+    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as upgraded:
+        assert redis_client.exists(upgraded.keys.run_index_marker())
+        assert redis_client.smembers(upgraded.keys.run("r-old")) == {b"old-3"}
+        assert redis_client.smembers(upgraded.keys.run("r-new")) == {b"kept"}
+        trips = RoundTrips(upgraded)
+        upgraded.delete_for_runs(["r-old", "never-wrote"])
+        assert not any(isinstance(op, ScanKeys) for op in trips.ops)
+        assert run_ids_of(upgraded, "old-3") == [] and run_ids_of(upgraded, "kept") == ["r-new"]
+    # A saver that may not write (the command line's inspection) leaves it unmarked.
+    legacy(redis_client, saver)
+    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix, repair_on_read=False):
+        assert not redis_client.exists(saver.keys.run_index_marker())
 
 
 def test_the_index_costs_no_round_trip_expires_with_the_thread_and_leaves_with_it(
