@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from langgraph_durable import AsyncRedisSaver
 from langgraph_durable.embedded import resolve_url
+from langgraph_durable.keys import KeySchema
 
 
 class LoopState(TypedDict):
@@ -81,10 +82,12 @@ async def run_load(
     client = redis.Redis.from_url(url)
     try:
         keys, memory, ttls, checkpoints = 0, 0, [], []
+        marker = KeySchema(prefix).run_index_marker().encode()  # the prefix's, no ttl
         for key in client.scan_iter(match=f"{prefix}:*", count=1000):
             keys += 1
             memory += client.memory_usage(key, samples=0) or 0
-            ttls.append(client.ttl(key))
+            if key != marker:
+                ttls.append(client.ttl(key))
             if key.endswith(b":cps"):
                 checkpoints.append(client.zcard(key))
         used_memory = client.info("memory")["used_memory"]
