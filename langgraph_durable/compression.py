@@ -11,8 +11,8 @@ Owns the compressed form of a channel value or pending write. Rules it keeps:
     record could make a reader hold): a damaged or hostile record cannot become a
     decompression bomb. A reader without this module refuses the type (damage that may
     be configuration, never misread).
-  * zstd (``zstandard``, the ``zstd`` extra) where installed, else zlib from the
-    standard library; a reader without zstd reports such records as configuration.
+  * zstd (``zstandard``, a dependency), else zlib from the standard library; a reader
+    without zstandard reports zstd records as configuration, never as damage.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def resolve(setting: str | None) -> str | None:
         )
     if not available(setting):
         raise ConfigurationError(
-            "compression='zstd' needs the zstandard package: pip install 'langgraph-durable[zstd]'"
+            "compression='zstd' needs the zstandard package: pip install zstandard"
         )
     return setting
 

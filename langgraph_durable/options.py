@@ -68,11 +68,12 @@ class SaverOptions(BaseCheckpointSaver[str]):
             (format 1, whose checksum or signature does not cover the key prefix) are
             read. Set False once ``resign`` has rewritten every record: then someone
             with write access cannot copy old records in from another key prefix.
-        compression: ``"auto"`` (zstd where ``zstandard`` is installed, else zlib),
-            ``"zstd"``, ``"zlib"``, or None: channel values and pending writes of 1 KB
-            and more are stored compressed where that saves an eighth or more. Records
-            are checksummed or signed over the compressed bytes and verified before they
-            are decompressed. Any saver reads compressed records whatever its setting.
+        compression: ``"auto"`` (the default: zstd, else zlib if ``zstandard`` is
+            missing), ``"zstd"``, ``"zlib"``, or None: channel values and pending writes
+            of 1 KB and more are stored compressed where that saves an eighth or more.
+            Records are checksummed or signed over the compressed bytes and verified
+            before they are decompressed. Any saver reads compressed records whatever
+            its setting.
         checkpoint_prefix: langgraph-checkpoint-redis's name for ``key_prefix``.
         checkpoint_write_prefix: langgraph-checkpoint-redis's; has no counterpart here
             (writes live beside their checkpoints), so giving it raises
@@ -95,7 +96,7 @@ class SaverOptions(BaseCheckpointSaver[str]):
         replica_timeout: float = 1.0,
         repair_on_read: bool = True,
         accept_format_1: bool = True,
-        compression: str | None = None,
+        compression: str | None = "auto",
         checkpoint_prefix: str | None = None,
         checkpoint_write_prefix: str | None = None,
     ) -> None:

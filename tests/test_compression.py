@@ -30,25 +30,24 @@ def value_bytes(client: redis.Redis, saver: RedisSaver, thread_id: str) -> int:
     return sum(len(v) for v in client.hvals(saver.keys.thread(thread_id).bl))
 
 
-@pytest.mark.parametrize("algorithm", ["zstd", "zlib", "auto"])
+@pytest.mark.parametrize("algorithm", ["zstd", "zlib", "auto", "the default"])
 def test_compressed_threads_are_smaller_and_read_back_by_any_saver(
     redis_url: str, key_prefix: str, redis_client: redis.Redis, algorithm: str
 ) -> None:
     builder = graphs.react_graph(rounds=6, payload=3000, realistic=True)
     config: dict[str, Any] = {"configurable": {"thread_id": "plain"}}
-    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as plain:
+    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix, compression=None) as plain:
         out = builder.compile(checkpointer=plain).invoke(graphs.react_input(), config)
         plain_bytes = value_bytes(redis_client, plain, "plain")
     config = {"configurable": {"thread_id": "packed"}}
-    with RedisSaver.from_conn_string(
-        redis_url, key_prefix=key_prefix, compression=algorithm
-    ) as packed:
+    options = {} if algorithm == "the default" else {"compression": algorithm}
+    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix, **options) as packed:
         graph = builder.compile(checkpointer=packed)
         assert texts(graph.invoke(graphs.react_input(), config)) == texts(out)
         assert value_bytes(redis_client, packed, "packed") < plain_bytes / 2
         assert packed.verify("packed").ok
     # A saver that does not compress reads them all the same, history included.
-    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as reader:
+    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix, compression=None) as reader:
         graph = builder.compile(checkpointer=reader)
         assert texts(graph.get_state(config).values) == texts(out)
         assert len(list(graph.get_state_history(config))) == len(
