@@ -58,7 +58,7 @@ class LedgerMiddleware(AgentMiddleware):
             return _response(call.recorded.result)
         try:
             response = _normalized(handler(request))
-        except BaseException:
+        except Exception:
             self.ledger.abandon_model_call(call)
             raise
         self.ledger.close_model_call(call, _stored(response))
@@ -77,7 +77,7 @@ class LedgerMiddleware(AgentMiddleware):
             return _response(call.recorded.result)
         try:
             response = _normalized(await handler(request))
-        except BaseException:
+        except Exception:
             self.ledger.abandon_model_call(call)
             raise
         await self.ledger.aclose_model_call(call, _stored(response))

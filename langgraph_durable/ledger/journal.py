@@ -16,8 +16,10 @@ Owns where a model call is recorded and when its answer is replayed. Rules it ke
   * It has no side effects, so it is written once, after the call (no intent). A crash
     during the call leaves nothing and the model is simply asked again; a damaged
     record is asked again too (and quarantined as it is replaced). Never escalated.
-  * A call that raises records nothing and gives its place back when no later call of
-    the task has claimed one, so the answer of a retried call is the one replayed.
+  * A call that raises an error records nothing and gives its place back when no later
+    call of the task has claimed one, so the answer of a retried call is the one
+    replayed. A stream not read to the end records nothing and keeps its place: a
+    replay asks again there (and stops reading it again), later calls keep theirs.
   * What is stored must load back under the saver's allowlist: a value naming a type
     the allowlist refuses (a structured response of your own class) raises
     ``ConfigurationError`` naming it before anything is written.
@@ -163,7 +165,7 @@ class ModelJournal(CallRunner):
         await self.saver.adrive(self._record(call, value))
 
     def abandon_model_call(self, call: ModelCall) -> None:
-        """The call raised (or its stream was not read to the end): nothing is recorded."""
+        """The call raised an error: nothing is recorded, its place is given back."""
         self._give_back(call)
 
 

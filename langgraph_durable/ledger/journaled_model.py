@@ -58,7 +58,7 @@ class JournaledModel(Runnable[Any, Any]):
             return call.recorded.result
         try:
             answer = self.model.invoke(input, config, **kwargs)
-        except BaseException:
+        except Exception:
             self.journal.abandon_model_call(call)
             raise
         self.journal.close_model_call(call, answer)
@@ -72,7 +72,7 @@ class JournaledModel(Runnable[Any, Any]):
             return call.recorded.result
         try:
             answer = await self.model.ainvoke(input, config, **kwargs)
-        except BaseException:
+        except Exception:
             self.journal.abandon_model_call(call)
             raise
         await self.journal.aclose_model_call(call, answer)
@@ -93,7 +93,7 @@ class JournaledModel(Runnable[Any, Any]):
             for chunk in self.model.stream(input, config, **kwargs):
                 whole = chunk if whole is None else whole + chunk
                 yield chunk
-        except BaseException:  # GeneratorExit too: a stream not read to the end
+        except Exception:  # not GeneratorExit: a stream not read to the end keeps its place
             self.journal.abandon_model_call(call)
             raise
         self.journal.close_model_call(call, whole)
@@ -114,7 +114,7 @@ class JournaledModel(Runnable[Any, Any]):
             async for chunk in self.model.astream(input, config, **kwargs):
                 whole = chunk if whole is None else whole + chunk
                 yield chunk
-        except BaseException:
+        except Exception:
             self.journal.abandon_model_call(call)
             raise
         await self.journal.aclose_model_call(call, whole)
