@@ -196,6 +196,32 @@ def test_a_call_that_raises_gives_its_place_back(saver: RedisSaver) -> None:
     assert [e.position for e in model_entries(ledger)] == [MODEL_POSITION]
 
 
+def test_a_node_retried_by_its_retry_policy_gets_the_recorded_answer(saver: RedisSaver) -> None:
+    from langgraph.types import RetryPolicy
+
+    ledger = ToolLedger(saver)
+    model = RandomModel()
+    journaled = ledger.model(model)
+    answers: list[Any] = []
+
+    def body(state: AgentState) -> dict[str, Any]:
+        answers.append(journaled.invoke(state["messages"]))
+        if len(answers) == 1:
+            raise ValueError("a transient failure after the model answered")
+        return {"messages": [answers[-1]]}
+
+    builder = StateGraph(AgentState)
+    builder.add_node(
+        "agent",
+        body,
+        retry_policy=RetryPolicy(retry_on=ValueError, initial_interval=0, jitter=False),
+    )
+    builder.add_edge(START, "agent")
+    graph = builder.compile(checkpointer=saver)
+    graph.invoke(START_INPUT, CONFIG)
+    assert answers[0] == answers[1] and model.calls == 1
+
+
 def test_batch_and_bind_tools_keep_every_call_journaled_in_order(
     saver: RedisSaver, tmp_path: Any
 ) -> None:

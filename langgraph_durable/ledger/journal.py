@@ -20,6 +20,9 @@ Owns where a model call is recorded and when its answer is replayed. Rules it ke
     call of the task has claimed one, so the answer of a retried call is the one
     replayed. A stream not read to the end records nothing and keeps its place: a
     replay asks again there (and stops reading it again), later calls keep theirs.
+  * A node re-run by a LangGraph ``RetryPolicy`` is a new attempt of its task: it gets
+    the answers its failed try recorded, as after a crash, so calls made from them
+    (``@durable``) do not diverge.
   * What is stored must load back under the saver's allowlist: a value naming a type
     the allowlist refuses (a structured response of your own class) raises
     ``ConfigurationError`` naming it before anything is written.
