@@ -58,6 +58,14 @@ def one_node(body: Callable[[AgentState], Any]) -> StateGraph:
     return builder
 
 
+def crash_then_resume(saver: RedisSaver, body: Callable[[AgentState], Any]) -> Any:
+    """Run a one-node graph that crashes (``Crash``) once, then resume it: its output."""
+    graph = one_node(body).compile(checkpointer=saver)
+    with pytest.raises(Crash):
+        graph.invoke(START_INPUT, CONFIG)
+    return graph.invoke(None, CONFIG)
+
+
 def model_entries(ledger: ToolLedger) -> list[Any]:
     return [e for e in ledger.entries("t") if e.model_call]
 
@@ -153,10 +161,7 @@ def test_stream_is_journaled_once_complete_and_replayed_as_one_chunk(saver: Redi
         whole = functools.reduce(operator.add, chunks)
         return {"messages": [AIMessage(content=whole.content, tool_calls=whole.tool_calls)]}
 
-    graph = one_node(body).compile(checkpointer=saver)
-    with pytest.raises(Crash):
-        graph.invoke(START_INPUT, CONFIG)
-    graph.invoke(None, CONFIG)
+    crash_then_resume(saver, body)
     live, replayed = seen
     assert len(live) > 1 and len(replayed) == 1  # the recorded message, as one chunk
     whole = functools.reduce(operator.add, live)
@@ -188,10 +193,7 @@ def test_a_call_that_raises_gives_its_place_back(saver: RedisSaver) -> None:
         crash("answered")
         return {"messages": [answer]}
 
-    graph = one_node(body).compile(checkpointer=saver)
-    with pytest.raises(Crash):
-        graph.invoke(START_INPUT, CONFIG)
-    out = graph.invoke(None, CONFIG)
+    out = crash_then_resume(saver, body)
     assert out["messages"][-1].content == "first"
     assert [e.position for e in model_entries(ledger)] == [MODEL_POSITION]
 
@@ -237,10 +239,7 @@ def test_batch_and_bind_tools_keep_every_call_journaled_in_order(
         crash("batched")
         return {"messages": results[-1]}
 
-    graph = one_node(body).compile(checkpointer=saver)
-    with pytest.raises(Crash):
-        graph.invoke(START_INPUT, CONFIG)
-    graph.invoke(None, CONFIG)
+    crash_then_resume(saver, body)
     assert results[0] == results[1] and model.calls == 2
     assert [e.position for e in model_entries(ledger)] == [MODEL_POSITION, MODEL_POSITION + 1]
 
@@ -279,11 +278,8 @@ def test_a_request_that_differs_gets_the_recorded_answer_and_a_warning(
         crash("answered")
         return {"messages": [answers[-1]]}
 
-    graph = one_node(body).compile(checkpointer=saver)
-    with pytest.raises(Crash):
-        graph.invoke(START_INPUT, CONFIG)
     with caplog.at_level(logging.WARNING, logger="langgraph_durable"):
-        graph.invoke(None, CONFIG)
+        crash_then_resume(saver, body)
     assert answers[0] == answers[1] and model.calls == 1
     assert "had 1 request messages, this one has 2" in caplog.text
 

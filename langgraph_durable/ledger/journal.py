@@ -56,11 +56,7 @@ class ModelCall:
     ctx: _TaskContext
     site: _Site
     messages: int  # how many messages its request holds
-    recorded: LedgerEntry | None = None
-
-    @property
-    def replay(self) -> bool:
-        return self.recorded is not None
+    recorded: LedgerEntry | None = None  # its answer is ``recorded.result``
 
 
 class ModelJournal(CallRunner):

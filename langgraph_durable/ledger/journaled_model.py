@@ -123,36 +123,21 @@ class JournaledModel(Runnable[Any, Any]):
         self,
         inputs: list[Any],
         config: RunnableConfig | list[RunnableConfig] | None = None,
-        *,
-        return_exceptions: bool = False,
         **kwargs: Any,
     ) -> list[Any]:
-        configs = get_config_list(config, len(inputs))
-        out: list[Any] = []
-        for item, conf in zip(inputs, configs, strict=True):
-            try:
-                out.append(self.invoke(item, conf, **kwargs))
-            except Exception as exc:
-                if not return_exceptions:
-                    raise
-                out.append(exc)
-        return out
+        """``Runnable.batch``, one input after another: each call gets a stable place."""
+        return super().batch(inputs, _in_order(config, len(inputs)), **kwargs)
 
     async def abatch(
         self,
         inputs: list[Any],
         config: RunnableConfig | list[RunnableConfig] | None = None,
-        *,
-        return_exceptions: bool = False,
         **kwargs: Any,
     ) -> list[Any]:
-        configs = get_config_list(config, len(inputs))
-        out: list[Any] = []
-        for item, conf in zip(inputs, configs, strict=True):
-            try:
-                out.append(await self.ainvoke(item, conf, **kwargs))
-            except Exception as exc:
-                if not return_exceptions:
-                    raise
-                out.append(exc)
-        return out
+        """``Runnable.abatch``, one input after another: each call gets a stable place."""
+        return await super().abatch(inputs, _in_order(config, len(inputs)), **kwargs)
+
+
+def _in_order(config: RunnableConfig | list[RunnableConfig] | None, n: int) -> list[Any]:
+    # Calls claim their places as they start: concurrent ones would claim them in any order.
+    return [{**c, "max_concurrency": 1} for c in get_config_list(config, n)]

@@ -14,7 +14,6 @@ The tools write their effects to an ``Effects`` file:
 
 from __future__ import annotations
 
-import asyncio
 import json
 import random
 import uuid
@@ -32,7 +31,7 @@ from langgraph.types import Command
 from typing_extensions import TypedDict
 
 from langgraph_durable import ToolLedger, idempotency_key
-from tests.helpers.ledger_agent import Effects
+from tests.helpers.ledger_agent import Effects, as_tools
 
 ROUNDS = 2
 POLICIES: dict[str, Any] = {"charge": "retry"}
@@ -144,19 +143,7 @@ def make_tools(effects: Effects, hook: Hook = _noop) -> list[StructuredTool]:
         hook("tool_after_effect", "create_ticket")
         return output_of("create_ticket", args)
 
-    tools = []
-    for fn in (charge, send_email, create_ticket):
-
-        async def coroutine(_fn: Callable[..., str] = fn, **kwargs: Any) -> str:
-            await asyncio.sleep(0)
-            return _fn(**kwargs)
-
-        tools.append(
-            StructuredTool.from_function(
-                func=fn, coroutine=coroutine, name=fn.__name__, description=fn.__name__
-            )
-        )
-    return tools
+    return as_tools(charge, send_email, create_ticket)
 
 
 class AgentState(TypedDict):
