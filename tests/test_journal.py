@@ -259,6 +259,23 @@ def test_model_refuses_what_is_no_runnable(saver: RedisSaver) -> None:
     assert ledger.model(journaled) is journaled  # journaled once, not twice
 
 
+def test_a_sync_call_on_the_async_savers_loop_is_refused_with_advice(
+    redis_url: str, key_prefix: str
+) -> None:
+    async def main() -> None:
+        async with AsyncRedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as saver:
+            journaled = ToolLedger(saver).model(RandomModel())
+
+            async def body(state: AgentState) -> dict[str, Any]:
+                return {"messages": [journaled.invoke(state["messages"])]}
+
+            graph = one_node(body).compile(checkpointer=saver)
+            with pytest.raises(ConfigurationError, match="await model.ainvoke"):
+                await graph.ainvoke(START_INPUT, CONFIG)
+
+    asyncio.run(main())
+
+
 # -- what a replay does with a request that differs, and with damage ------------------------
 
 

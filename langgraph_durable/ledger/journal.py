@@ -43,6 +43,7 @@ from langgraph_durable.errors import ConfigurationError, RecordDamagedError
 from langgraph_durable.ledger.entries import MODEL_CALL, MODEL_POSITION, RESULT, LedgerEntry
 from langgraph_durable.ledger.running import CallRunner
 from langgraph_durable.ledger.sites import _Site, _TaskContext, call_site
+from langgraph_durable.ledger.wiring import MODEL_ADVICE, refuse_sync_on_loop
 from langgraph_durable.ops import Plan
 from langgraph_durable.serde import accepted_types, load
 
@@ -144,6 +145,7 @@ class ModelJournal(CallRunner):
         call = self._model_call(config, request)
         if call is None:
             return None
+        refuse_sync_on_loop(self.saver, MODEL_ADVICE)
         with call.ctx.lock:
             return self.saver.drive(self._look_up(call))  # type: ignore[no-any-return]
 
