@@ -23,8 +23,10 @@ Where each part lives: ``entries.py`` (what an entry holds, its record), ``sites
 decision), ``divergence.py`` (calls that differ from the recorded ones), ``policies.py``
 (a call's policy, from ``policies=`` or its tool's hints), ``running.py`` (task
 attempts, escalations, the sync and async shells), ``durable.py`` (``@durable``),
-``wiring.py`` (the wirings refused with advice), ``retention.py`` (which entries
-retention drops), and here ``ToolLedger``, the public face and its ToolNode wrappers.
+``journal.py`` (model calls journaled at their place), ``journaled_model.py``
+(``ledger.model``), ``wiring.py`` (the wirings refused with advice), ``retention.py``
+(which entries retention drops), and here ``ToolLedger``, the public face and its
+ToolNode wrappers.
 """
 
 from __future__ import annotations
