@@ -10,7 +10,7 @@ the tool boundaries (before_intent and after_result around the ledger, create_ag
 only; tool_start, tool_after_effect) and LangGraph's checkpoint writes (put_before,
 put_after, writes_before, writes_after). Escalations are answered from the effect file,
 as a human would, and each question asked is written to it. Prints "done" once the run
-completed.
+completed; "ready" once it is about to run (for a soak that kills at random moments).
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ def run_sync(argv: list[str], effects: Effects) -> None:
     with HookedSaver.from_conn_string(url, key_prefix=prefix) as saver:
         graph = build(kind, ToolLedger(saver, policies=POLICIES), effects, saver, hook)
         config = {"configurable": {"thread_id": thread}}
+        print("ready", flush=True)
         while (inp := next_input(graph.get_state(config), effects, START_INPUT)) != "done":
             graph.invoke(inp, config, durability=durability)
 
@@ -42,6 +43,7 @@ async def run_async(argv: list[str], effects: Effects) -> None:
     async with HookedAsyncSaver.from_conn_string(url, key_prefix=prefix) as saver:
         graph = build(kind, ToolLedger(saver, policies=POLICIES), effects, saver, hook)
         config = {"configurable": {"thread_id": thread}}
+        print("ready", flush=True)
         while (inp := next_input(await graph.aget_state(config), effects, START_INPUT)) != "done":
             await graph.ainvoke(inp, config, durability=durability)
 
