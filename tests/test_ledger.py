@@ -684,8 +684,10 @@ def test_create_agent_middleware_records_and_replays(saver: RedisSaver, tmp_path
     out = graph.invoke(None, CONFIG)
     assert out["messages"][-1].content == "done"
     assert sorted(sent) == ["ann", "ann", "bob"]  # ann retried (policy), bob ran once
-    assert sorted((e.name, e.args["who"], e.attempts) for e in ledger.entries("t")) == [
+    entries = ledger.entries("t")
+    assert sorted((e.name, e.args["who"], e.attempts) for e in entries if not e.model_call) == [
         ("notify", "ann", 2),
         ("notify", "bob", 1),
     ]
+    assert [(e.name, e.state) for e in entries if e.model_call] == [("model", "result")] * 2
     assert os.path.exists(tmp_path)

@@ -37,6 +37,10 @@ DIVERGED = "diverged"
 _UNKNOWN_STATES = (INTENT, DAMAGED)
 _FORMAT = 1
 _LEDGER = "lg"  # record kind bound into each entry's checksum
+# Model calls (journal.py) are recorded at this position plus their order in the task,
+# far above any tool call's or durable call's, so no divergence check ever pairs them.
+MODEL_POSITION = 5_000_000
+MODEL_CALL = "model"  # the name of every journaled model call
 
 
 class _Answer(BaseModel):
@@ -105,6 +109,11 @@ class LedgerEntry:
     @property
     def outcome_unknown(self) -> bool:
         return self.state in _UNKNOWN_STATES
+
+    @property
+    def model_call(self) -> bool:
+        """Whether this entry journals a model call (``journal.py``), not a tool call."""
+        return self.position >= MODEL_POSITION
 
 
 def seal_entry(codec: RecordCodec, thread_id: str, entry: LedgerEntry) -> bytes:

@@ -197,6 +197,7 @@ class LedgerPlans:
             e
             for e in entries.values()
             if e.outcome_unknown
+            and not e.model_call  # a lost model answer is asked for again, never escalated
             and e.escalation is None
             and e.field not in replaced
             and self._policy_of(e) == "escalate"

@@ -80,6 +80,7 @@ class _TaskContext:
         self.answers: dict[str, EscalationAnswer | DivergenceAnswer] = {}
         self.failure: BaseException | None = None  # raised by every call of the attempt
         self.positions = 0
+        self.model_calls = 0  # model calls claimed so far (journal.py)
         self.claimed: dict[tuple[str, str, str], int] = {}
 
 

@@ -23,8 +23,10 @@ Where each part lives: ``entries.py`` (what an entry holds, its record), ``sites
 decision), ``divergence.py`` (calls that differ from the recorded ones), ``policies.py``
 (a call's policy, from ``policies=`` or its tool's hints), ``running.py`` (task
 attempts, escalations, the sync and async shells), ``durable.py`` (``@durable``),
-``wiring.py`` (the wirings refused with advice), ``retention.py`` (which entries
-retention drops), and here ``ToolLedger``, the public face and its ToolNode wrappers.
+``journal.py`` (model calls journaled at their place), ``journaled_model.py``
+(``ledger.model``), ``wiring.py`` (the wirings refused with advice), ``retention.py``
+(which entries retention drops), and here ``ToolLedger``, the public face and its
+ToolNode wrappers.
 """
 
 from __future__ import annotations
@@ -35,12 +37,13 @@ from typing import Any
 from langgraph_durable.errors import ConfigurationError
 from langgraph_durable.ledger.durable import DurableCalls
 from langgraph_durable.ledger.entries import Divergence, LedgerEntry, Policy
+from langgraph_durable.ledger.journal import ModelJournal
 from langgraph_durable.ledger.policies import check_divergence, check_policies, hinted_policy
 from langgraph_durable.ledger.sites import _position_in_message, _Site, _TaskContext, call_site
 from langgraph_durable.ledger.wiring import refuse_sync_on_loop
 
 
-class ToolLedger(DurableCalls):
+class ToolLedger(DurableCalls, ModelJournal):
     """Records every side-effecting call so that a resumed graph never repeats one.
 
     ``saver`` is the graph's ``RedisSaver`` or ``AsyncRedisSaver``: entries live in the
@@ -61,8 +64,9 @@ class ToolLedger(DurableCalls):
     runs it as a new call.
 
     Integrations: ``ledger.tool_node(tools)`` (a ToolNode wired for sync and async
-    runs); ``ledger.middleware()`` for ``create_agent``; ``@ledger.durable`` for calls
-    inside ordinary nodes and Functional API tasks.
+    runs); ``ledger.middleware()`` for ``create_agent`` (tool calls, and model calls
+    journaled); ``ledger.model(chat_model)`` for model calls in hand-written nodes;
+    ``@ledger.durable`` for calls inside ordinary nodes and Functional API tasks.
     """
 
     def __init__(
@@ -193,8 +197,31 @@ class ToolLedger(DurableCalls):
         entries, _, _ = await self.saver.adrive(self._read(str(thread_id), ("-", "+")))
         return entries
 
-    def middleware(self) -> Any:
-        """An ``AgentMiddleware`` for LangChain's ``create_agent`` (needs ``langchain``)."""
+    def middleware(self, *, journal_models: bool = True) -> Any:
+        """An ``AgentMiddleware`` for LangChain's ``create_agent`` (needs ``langchain``):
+        every tool call goes through this ledger and, with ``journal_models`` (the
+        default), every model call is journaled, so a replayed model step returns the
+        recorded response instead of asking the model again (``journal.py``)."""
         from langgraph_durable.middleware import LedgerMiddleware
 
-        return LedgerMiddleware(self)
+        return LedgerMiddleware(self, journal_models=journal_models)
+
+    def model(self, chat_model: Any) -> Any:
+        """``chat_model`` (a LangChain chat model, or any ``Runnable``), journaled: inside a
+        checkpointed graph task its ``invoke``/``ainvoke``/``stream``/``astream`` return
+        the answer recorded at the call's place (the task and its order among the task's
+        model calls) when there is one, else call the model and record its answer once
+        complete. ``bind_tools`` and ``with_structured_output`` keep it journaled. Raises
+        ``ConfigurationError`` for anything that is not a ``Runnable``."""
+        from langchain_core.runnables import Runnable
+
+        from langgraph_durable.ledger.journaled_model import JournaledModel
+
+        if isinstance(chat_model, JournaledModel):
+            return chat_model
+        if not isinstance(chat_model, Runnable):
+            raise ConfigurationError(
+                f"ledger.model() journals a LangChain chat model or Runnable, got "
+                f"{type(chat_model).__name__}; for any other call use @ledger.durable"
+            )
+        return JournaledModel(self, chat_model)

@@ -6,7 +6,8 @@ Owns the traps between LangGraph's integration points and the ledger:
     warn: ``ToolLedger.tool_node`` builds a node wired for both.
   * A ToolNode given only ``wrap_tool_call`` calls it on the event loop in an async run,
     where an ``AsyncRedisSaver`` cannot be waited for: refused, naming the missing
-    ``awrap_tool_call`` (``refuse_sync_on_loop``).
+    ``awrap_tool_call`` (``refuse_sync_on_loop``); so is a journaled model's sync call
+    there, naming ``ainvoke``/``astream``.
   * A ``ToolLedger()`` without a saver uses the saver the run's task executes with
     (``run_saver``): in LangGraph Server the graph's checkpointer is the server's, so no
     second saver is needed. A graph on another checkpointer is refused, naming it.
@@ -66,8 +67,23 @@ def run_saver(config: RunnableConfig) -> Any:
     return saver
 
 
-def refuse_sync_on_loop(saver: Any) -> None:
-    """Raise ``ConfigurationError`` if the sync wrapper runs on ``saver``'s own event loop."""
+_TOOL_ADVICE = (
+    "the ledger's sync wrap_tool_call was called inside an async run "
+    "(ainvoke/astream): LangGraph does that when a ToolNode has no awrap_tool_call, "
+    "and an AsyncRedisSaver cannot be waited for on its own event loop. Pass "
+    "awrap_tool_call=ledger.awrap_tool_call as well, or build the node with "
+    "ledger.tool_node(tools)"
+)
+MODEL_ADVICE = (
+    "a journaled model was called synchronously (invoke, stream, batch) inside an async "
+    "run, where an AsyncRedisSaver cannot be waited for on its own event loop: in an "
+    "async node call await model.ainvoke(...) or iterate model.astream(...)"
+)
+
+
+def refuse_sync_on_loop(saver: Any, advice: str = _TOOL_ADVICE) -> None:
+    """Raise ``ConfigurationError`` (saying ``advice``) if a sync ledger call runs on
+    ``saver``'s own event loop."""
     loop = getattr(saver, "loop", None)
     if loop is None:
         return
@@ -76,13 +92,7 @@ def refuse_sync_on_loop(saver: Any) -> None:
     except RuntimeError:
         return
     if running is loop:
-        raise ConfigurationError(
-            "the ledger's sync wrap_tool_call was called inside an async run "
-            "(ainvoke/astream): LangGraph does that when a ToolNode has no awrap_tool_call, "
-            "and an AsyncRedisSaver cannot be waited for on its own event loop. Pass "
-            "awrap_tool_call=ledger.awrap_tool_call as well, or build the node with "
-            "ledger.tool_node(tools)"
-        )
+        raise ConfigurationError(advice)
 
 
 def refuse_task(func: Any) -> None:

@@ -105,8 +105,13 @@ def make_tools(
         hook("tool_after_effect", "create_ticket")
         return output_of("create_ticket", {"title": title})
 
+    return as_tools(charge, send_email, create_ticket)
+
+
+def as_tools(*functions: Callable[..., str]) -> list[StructuredTool]:
+    """Each function as a tool with a sync and an async implementation."""
     tools = []
-    for fn in (charge, send_email, create_ticket):
+    for fn in functions:
 
         async def coroutine(_fn: Callable[..., str] = fn, **kwargs: Any) -> str:
             await asyncio.sleep(0)

@@ -1,0 +1,143 @@
+"""``ledger.model(chat_model)``: a chat model whose calls inside a graph task are journaled.
+
+Owns the wrapper hand-written agents call in their nodes. ``invoke``/``ainvoke`` replay
+the recorded answer at the call's place or call the model and record its answer;
+``stream``/``astream`` record the aggregated message once the stream completes (a stream
+not read to the end records nothing) and replay the recorded message as one chunk.
+``batch``/``abatch`` run their inputs one after another, so each has a stable place.
+``bind_tools``, ``with_structured_output`` and ``bind``/``with_config`` return models
+that stay journaled; any other attribute is the wrapped model's. Outside a checkpointed
+graph task the model is simply called. Where and how answers are recorded:
+``journal.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
+from langchain_core.runnables.config import get_config_list
+
+if TYPE_CHECKING:
+    from langgraph_durable.ledger.journal import ModelJournal
+
+
+class JournaledModel(Runnable[Any, Any]):
+    """A chat model (any ``Runnable``) whose calls are journaled by a ``ToolLedger``."""
+
+    def __init__(self, journal: ModelJournal, model: Runnable[Any, Any]) -> None:
+        self.journal = journal
+        self.model = model
+
+    def __repr__(self) -> str:
+        return f"JournaledModel({self.model!r})"
+
+    def __getattr__(self, name: str) -> Any:  # only for what this class lacks
+        if name in ("journal", "model"):  # not set yet (copy, unpickling): no recursion
+            raise AttributeError(name)
+        return getattr(self.model, name)
+
+    # -- models that stay journaled -----------------------------------------------------
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> JournaledModel:
+        """The wrapped model's ``bind_tools``, journaled."""
+        return JournaledModel(self.journal, self.model.bind_tools(tools, **kwargs))  # type: ignore[attr-defined]
+
+    def with_structured_output(self, schema: Any, **kwargs: Any) -> JournaledModel:
+        """The wrapped model's ``with_structured_output``, journaled (the parsed output
+        must load under the saver's allowlist: add its class to ``allowed_types=``)."""
+        structured = self.model.with_structured_output(schema, **kwargs)  # type: ignore[attr-defined]
+        return JournaledModel(self.journal, structured)
+
+    # -- calls ----------------------------------------------------------------------
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        call = self.journal.open_model_call(ensure_config(config), input)
+        if call is None:
+            return self.model.invoke(input, config, **kwargs)
+        if call.recorded is not None:
+            return call.recorded.result
+        try:
+            answer = self.model.invoke(input, config, **kwargs)
+        except Exception:
+            self.journal.abandon_model_call(call)
+            raise
+        self.journal.close_model_call(call, answer)
+        return answer
+
+    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        call = await self.journal.aopen_model_call(ensure_config(config), input)
+        if call is None:
+            return await self.model.ainvoke(input, config, **kwargs)
+        if call.recorded is not None:
+            return call.recorded.result
+        try:
+            answer = await self.model.ainvoke(input, config, **kwargs)
+        except Exception:
+            self.journal.abandon_model_call(call)
+            raise
+        await self.journal.aclose_model_call(call, answer)
+        return answer
+
+    def stream(
+        self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> Iterator[Any]:
+        call = self.journal.open_model_call(ensure_config(config), input)
+        if call is None:
+            yield from self.model.stream(input, config, **kwargs)
+            return
+        if call.recorded is not None:
+            yield call.recorded.result
+            return
+        whole = None
+        try:
+            for chunk in self.model.stream(input, config, **kwargs):
+                whole = chunk if whole is None else whole + chunk
+                yield chunk
+        except Exception:  # not GeneratorExit: a stream not read to the end keeps its place
+            self.journal.abandon_model_call(call)
+            raise
+        self.journal.close_model_call(call, whole)
+
+    async def astream(
+        self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> AsyncIterator[Any]:
+        call = await self.journal.aopen_model_call(ensure_config(config), input)
+        if call is None:
+            async for chunk in self.model.astream(input, config, **kwargs):
+                yield chunk
+            return
+        if call.recorded is not None:
+            yield call.recorded.result
+            return
+        whole = None
+        try:
+            async for chunk in self.model.astream(input, config, **kwargs):
+                whole = chunk if whole is None else whole + chunk
+                yield chunk
+        except Exception:
+            self.journal.abandon_model_call(call)
+            raise
+        await self.journal.aclose_model_call(call, whole)
+
+    def batch(
+        self,
+        inputs: list[Any],
+        config: RunnableConfig | list[RunnableConfig] | None = None,
+        **kwargs: Any,
+    ) -> list[Any]:
+        """``Runnable.batch``, one input after another: each call gets a stable place."""
+        return super().batch(inputs, _in_order(config, len(inputs)), **kwargs)
+
+    async def abatch(
+        self,
+        inputs: list[Any],
+        config: RunnableConfig | list[RunnableConfig] | None = None,
+        **kwargs: Any,
+    ) -> list[Any]:
+        """``Runnable.abatch``, one input after another: each call gets a stable place."""
+        return await super().abatch(inputs, _in_order(config, len(inputs)), **kwargs)
+
+
+def _in_order(config: RunnableConfig | list[RunnableConfig] | None, n: int) -> list[Any]:
+    # Calls claim their places as they start: concurrent ones would claim them in any order.
+    return [{**c, "max_concurrency": 1} for c in get_config_list(config, n)]

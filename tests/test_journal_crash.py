@@ -1,0 +1,163 @@
+"""The model journal against real crashes, with a model that answers differently on every
+call (fresh tool-call ids, other wording): worker processes SIGKILLed at the model's
+boundaries, the tools' and LangGraph's checkpoint writes, restarted until the run
+completes; for ``create_agent`` (``ledger.middleware()``) and a hand-written ToolNode
+agent (``ledger.model`` + ``ledger.tool_node``), sync and async, under every durability.
+
+Each worker kills itself at the chosen point of its schedule (synchronized on the run's
+own progress, no timers); the test checks every kill landed. Then: every effect happened
+exactly once and is one of the final conversation's calls, the run finished (nothing
+pending, no question left), and no divergence was ever asked about. Escalations of
+unknown tool outcomes are legitimate and answered from the effect file, as a human would.
+A control run without journaling shows what the test catches.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage
+
+from langgraph_durable import RedisSaver, ToolLedger
+from tests.helpers.journal_agent import NON_IDEMPOTENT, ROUNDS, TOOLS, build, rounds_in
+from tests.helpers.ledger_agent import Effects
+
+pytest.importorskip("langchain.agents")
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+Kill = tuple[str, int]
+
+# One schedule per agent and durability: worker i kills itself the NTH time it reaches
+# POINT; each point is reachable whatever the workers before it did (see the worker).
+# Together they cover every boundary; "exit" stores no pending writes, so no writes_*.
+SCHEDULES: dict[tuple[str, str], list[Kill]] = {
+    ("create_agent", "sync"): [
+        ("writes_after", 2),
+        ("model_answered", 1),
+        ("tool_after_effect", 2),
+        ("after_journal", 1),
+        ("put_before", 1),
+    ],
+    ("create_agent", "async"): [
+        ("writes_before", 3),
+        ("model_start", 1),
+        ("after_result", 2),
+        ("before_intent", 1),
+        ("put_after", 1),
+    ],
+    ("create_agent", "exit"): [
+        ("after_result", 4),
+        ("model_answered", 1),
+        ("put_before", 1),
+        ("after_journal", 1),
+        ("put_after", 1),
+    ],
+    ("toolnode", "sync"): [
+        ("writes_after", 2),
+        ("model_answered", 1),
+        ("tool_after_effect", 2),
+        ("after_journal", 1),
+        ("put_before", 1),
+    ],
+    ("toolnode", "async"): [
+        ("writes_before", 3),
+        ("model_start", 1),
+        ("tool_start", 2),
+        ("after_journal", 1),
+        ("put_after", 1),
+    ],
+    ("toolnode", "exit"): [
+        ("tool_after_effect", 4),
+        ("model_answered", 1),
+        ("put_before", 1),
+        ("after_journal", 1),
+        ("put_after", 1),
+    ],
+}
+
+
+def run_schedule(
+    url: str, prefix: str, effects: str, kind: str, durability: str, mode: str, kills: list[Kill]
+) -> None:
+    """Start one worker per scheduled kill, then one more that must finish the run."""
+    for n, kill in enumerate([*kills, None]):
+        argv = [url, prefix, "t", effects, durability, mode, kind]
+        if kill is not None:
+            argv += [kill[0], str(kill[1])]
+        proc = subprocess.run(
+            [sys.executable, "-m", "tests.workers.journal_worker", *argv],
+            cwd=ROOT,
+            check=False,  # a killed worker is the point
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        if kill is not None:
+            assert proc.returncode == -9, (
+                f"worker {n} was to die at {kill} but exited {proc.returncode}:\n"
+                f"{proc.stderr[-4000:]}"
+            )
+        else:
+            assert proc.returncode == 0 and "done" in proc.stdout, proc.stderr[-4000:]
+
+
+def final_state(url: str, prefix: str, kind: str) -> Any:
+    with RedisSaver.from_conn_string(url, key_prefix=prefix) as saver:
+        graph = build(kind, ToolLedger(saver), Effects(os.devnull), saver)
+        return graph.get_state({"configurable": {"thread_id": "t"}})
+
+
+def check_world(state: Any, effects: Effects) -> None:
+    """The run finished; each effect happened once and belongs to a final call."""
+    messages = state.values["messages"]
+    assert not state.next and not state.tasks and not state.interrupts, state
+    assert isinstance(messages[-1], AIMessage) and not messages[-1].tool_calls
+    assert rounds_in(messages) == ROUNDS
+    calls = [c for m in messages if isinstance(m, AIMessage) for c in m.tool_calls]
+    lines = effects.lines()
+    for tool in TOOLS:
+        done = [e for e in lines if e["kind"] == "effect" and e["tool"] == tool]
+        keys = Counter(e["key"] for e in done)
+        assert None not in keys and all(n == 1 for n in keys.values()), f"{tool}: {done}"
+        wanted = sorted(repr(sorted(c["args"].items())) for c in calls if c["name"] == tool)
+        got = sorted(repr(sorted(e["args"].items())) for e in done)
+        assert got == wanted, f"{tool} effects {got} != the final conversation's {wanted}"
+    asked = [e for e in lines if e["kind"] == "asked"]
+    diverged = [e for e in asked if e["args"]["type"] == "tool_call_diverged"]
+    assert not diverged, f"divergences asked about: {diverged}"
+    assert all(e["tool"] in NON_IDEMPOTENT for e in asked), asked  # charge retries alone
+
+
+@pytest.mark.parametrize("durability", ["sync", "async", "exit"])
+@pytest.mark.parametrize("kind", ["create_agent", "toolnode"])
+def test_sigkills_with_a_model_that_answers_differently_repeat_no_effect(
+    redis_url: str, key_prefix: str, tmp_path: Any, kind: str, durability: str
+) -> None:
+    kills = SCHEDULES[(kind, durability)]
+
+    def one(mode: str) -> None:
+        effects = str(tmp_path / mode)
+        prefix = f"{key_prefix}:{mode}"  # under the fixture's prefix: deleted with it
+        run_schedule(redis_url, prefix, effects, kind, durability, mode, kills)
+        check_world(final_state(redis_url, prefix, kind), Effects(effects))
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        list(pool.map(one, ["sync", "async"]))
+
+
+def test_without_the_journal_a_crash_makes_the_model_diverge(
+    redis_url: str, key_prefix: str, tmp_path: Any
+) -> None:
+    """The control: the same crash without journaling re-asks the model, whose new
+    answer differs from the calls the ledger recorded, and check_world sees it."""
+    effects = str(tmp_path / "effects")
+    kind = "toolnode-unjournaled"
+    run_schedule(redis_url, key_prefix, effects, kind, "exit", "sync", [("tool_after_effect", 4)])
+    with pytest.raises(AssertionError, match="divergences asked about|effects"):
+        check_world(final_state(redis_url, key_prefix, kind), Effects(effects))
