@@ -15,7 +15,8 @@ what the guess missed is read in a second. Rules it keeps:
   * A value deleted between two reads (retention racing) is told from damage by
     ``recheck_values.lua``.
   * ``refresh_on_read``: a read of a thread gives its keys their full ttl again, as a
-    write does (``_refresh_ttl``); the lease and the fence keep their own expiry.
+    write does (``_refresh_ttl``), but for keys without one (a thread waiting on an
+    interrupt); the lease and the fence keep their own expiry.
 """
 
 from __future__ import annotations
@@ -59,11 +60,12 @@ class ReadPlans(RecordCodec):
         return sorted({t for k in keys if (t := self.keys.thread_id_from_key(k)) is not None})
 
     def _refresh_ttl(self, tk: ThreadKeys) -> Plan[None]:
-        """With ``refresh_on_read``: every key of the thread expires ``ttl`` from now, in
-        one round trip (a key that does not exist stays so). A Redis error (a read-only
-        replica) is raised: the thread would otherwise expire while it looks read."""
+        """With ``refresh_on_read``: every key of the thread that expires expires ``ttl``
+        from now, in one round trip (``refresh.lua``: a thread waiting on an interrupt,
+        whose keys do not expire, stays so). A Redis error (a read-only replica) is
+        raised: the thread would otherwise expire while it looks read."""
         if self.refresh_on_read and self.ttl_arg:
-            yield Batch([("EXPIRE", key, self.ttl_arg) for key in tk.all()])
+            yield Script("refresh", tk.all(), [self.ttl_arg])
 
     def _complete(
         self,

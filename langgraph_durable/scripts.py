@@ -34,6 +34,7 @@ SCRIPT_NAMES = (
     "lease",
     "reseal",
     "reindex",
+    "refresh",
 )
 READ_ONLY = frozenset({"read_checkpoints", "read_index", "recheck_values", "ledger_read"})
 _NO_WRITES = "#!lua flags=no-writes\n"

@@ -22,6 +22,7 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
+    INTERRUPT,
     WRITES_IDX_MAP,
     ChannelVersions,
     Checkpoint,
@@ -147,7 +148,13 @@ class WritePlans(RetentionPlans):
         inputs.text(task_id, "task_id")
         inputs.text(task_path, "task_path")
         tk = self.keys.thread(thread_id)
-        args: list[Any] = [self.ttl_arg, held_token(self.keys.prefix, thread_id)]
+        # A thread waiting on an interrupt() keeps its keys until answered, whatever the
+        # ttl (a human may take their time); its next checkpoint write sets the ttl again.
+        waits = self.ttl_arg and any(channel == INTERRUPT for channel, _ in writes)
+        args: list[Any] = [
+            "persist" if waits else self.ttl_arg,
+            held_token(self.keys.prefix, thread_id),
+        ]
         for idx, (channel, value) in enumerate(writes):
             inputs.text(channel, f"the channel of pending write {idx} of task {task_id!r}")
             special = channel in WRITES_IDX_MAP

@@ -18,12 +18,14 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
 from hypothesis import HealthCheck, settings
 
-from langgraph_durable import RedisSaver
+from langgraph_durable import RedisSaver, ToolLedger
+from tests.helpers.ledger_agent import START_INPUT, Effects, agent_graph, normalized
 from tests.helpers.redis_keys import delete_prefix
 from tests.helpers.servers import Server, start_server
 
@@ -146,3 +148,22 @@ def cluster_url() -> Iterator[str]:
         for node in nodes:
             node.stop()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+# -- the ledger tests' agent (tests/helpers/ledger_agent.py) ----------------------------
+@pytest.fixture
+def effects(tmp_path: Path) -> Effects:
+    """Where the ledger agent's tools record their side effects."""
+    return Effects(str(tmp_path / "effects"))
+
+
+@pytest.fixture
+def reference(redis_url: str, key_prefix: str, tmp_path: Path) -> list[Any]:
+    """The ledger agent's messages after an uninterrupted run."""
+    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix + "ref") as saver:
+        graph = agent_graph(ToolLedger(saver), Effects(str(tmp_path / "ref"))).compile(
+            checkpointer=saver
+        )
+        out = graph.invoke(START_INPUT, {"configurable": {"thread_id": "ref"}})
+        saver.delete_thread("ref")
+        return normalized(out["messages"])

@@ -253,14 +253,14 @@ TTL_SECONDS = 3
 
 
 @pytest.mark.parametrize("shape", ["sync, ttl dict in minutes", "async, ttl seconds + option"])
-async def test_a_thread_waiting_on_a_human_outlives_its_ttl_while_it_is_read(
+async def test_a_thread_that_is_read_outlives_its_ttl(
     redis_url: str, key_prefix: str, redis_client: redis.Redis, shape: str
 ) -> None:
-    """Interrupted, then only read (``get_state``) for twice the ttl: every read gives the
-    thread's keys their ttl again, so the answer that comes later resumes the run. A
-    thread written beside it by a saver without ``refresh_on_read`` and never read has
-    expired by then. The sleeps are the ttl running down, the behaviour under test; each
-    read is checked to have reset the ttl, not raced against the expiry."""
+    """Only read (``get_state``) for twice the ttl: every read gives the thread's keys
+    their ttl again. A thread written beside it by a saver without ``refresh_on_read``
+    and never read has expired by then. The sleeps are the ttl running down, the
+    behaviour under test; each read is checked to have reset the ttl, not raced against
+    the expiry."""
     sync = shape.startswith("sync")
     async with AsyncExitStack() as stack:
         if sync:
@@ -281,47 +281,70 @@ async def test_a_thread_waiting_on_a_human_outlives_its_ttl_while_it_is_read(
             RedisSaver(redis_url=redis_url, key_prefix=key_prefix, ttl=TTL_SECONDS)
         )
         assert saver.ttl == TTL_SECONDS
-        graph = graphs.approval_graph().compile(checkpointer=saver)
-
-        async def invoke(value: Any, thread: str, on: Any = graph) -> Any:
-            return (
-                on.invoke(value, config(thread))
-                if sync
-                else await on.ainvoke(value, config(thread))
-            )
-
-        async def state(thread: str) -> Any:
-            return (
-                graph.get_state(config(thread)) if sync else await graph.aget_state(config(thread))
-            )
-
-        control = graphs.approval_graph().compile(checkpointer=forgetting)
-        first = await invoke({"request": "refund"}, "waiting")
-        await invoke({"request": "refund"}, "control", on=control)
-        assert "__interrupt__" in first
-        waiting = saver.keys.thread("waiting")
-        keys = [k for k in waiting.all() if redis_client.exists(k)]
-        assert waiting.cp in keys and waiting.wr in keys  # the checkpoint and the interrupt
+        graph = graphs.react_graph(rounds=1).compile(checkpointer=saver)
+        control = graphs.react_graph(rounds=1).compile(checkpointer=forgetting)
+        if sync:
+            graph.invoke(graphs.react_input(), config("read"))
+        else:
+            await graph.ainvoke(graphs.react_input(), config("read"))
+        control.invoke(graphs.react_input(), config("control"))
+        read = saver.keys.thread("read")
+        keys = [k for k in read.all() if redis_client.exists(k)]
+        assert read.cp in keys
         unread = [k for k in forgetting.keys.thread("control").all() if redis_client.exists(k)]
 
         start = time.monotonic()
         reads = 0
         while time.monotonic() - start < 2 * TTL_SECONDS:
             await asyncio.sleep(0.75)  # let the ttl run down
-            before = redis_client.pttl(waiting.cp)
+            before = redis_client.pttl(read.cp)
             assert before > 0, "the thread expired while it was being read"
-            current = await state("waiting")
-            assert current.next == ("ask",)
-            assert current.tasks[0].interrupts[0].value == {"question": "approve refund?"}
+            current = (
+                graph.get_state(config("read")) if sync else await graph.aget_state(config("read"))
+            )
+            assert current.values["messages"][-1].content == "final answer"
             after = [redis_client.pttl(k) for k in keys]
-            assert after[keys.index(waiting.cp)] > before, "the read did not refresh the ttl"
+            assert after[keys.index(read.cp)] > before, "the read did not refresh the ttl"
             assert all(0 < p <= TTL_SECONDS * 1000 for p in after), after
             reads += 1
         assert reads >= 2
-
         assert redis_client.exists(*unread) == 0  # without refresh_on_read: gone
-        done = await invoke(Command(resume="approved"), "waiting")
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_a_thread_waiting_on_a_human_keeps_its_keys_until_answered(
+    redis_url: str, key_prefix: str, redis_client: redis.Redis, mode: str
+) -> None:
+    """With a ttl of a few seconds, an interrupted thread loses nothing while the human
+    takes longer than the ttl to answer, read or not; once answered, its keys expire again.
+    The sleep is the ttl running down, the behaviour under test: the keys have no expiry
+    at all while the thread waits, so nothing races."""
+    async with AsyncExitStack() as stack:
+        if mode == "sync":
+            saver: Any = stack.enter_context(
+                RedisSaver(redis_url=redis_url, key_prefix=key_prefix, ttl=TTL_SECONDS)
+            )
+        else:
+            saver = await stack.enter_async_context(
+                AsyncRedisSaver(redis_url, key_prefix=key_prefix, ttl=TTL_SECONDS)
+            )
+        graph = graphs.approval_graph().compile(checkpointer=saver)
+
+        async def invoke(value: Any) -> Any:
+            if mode == "sync":
+                return graph.invoke(value, config("waiting"))
+            return await graph.ainvoke(value, config("waiting"))
+
+        assert "__interrupt__" in await invoke({"request": "refund"})
+        waiting = saver.keys.thread("waiting")
+        keys = [k for k in waiting.all() if redis_client.exists(k)]
+        assert waiting.cp in keys and waiting.wr in keys  # the checkpoint and the interrupt
+        assert [redis_client.pttl(k) for k in keys] == [-1] * len(keys)  # no expiry
+        await asyncio.sleep(TTL_SECONDS + 1)  # the human takes longer than the ttl
+        assert redis_client.exists(*keys) == len(keys)
+        done = await invoke(Command(resume="approved"))
         assert done["request"] == "refund [approved]"
+        assert all(0 < redis_client.pttl(k) <= TTL_SECONDS * 1000 for k in keys)
 
 
 # -- redis+sentinel:// ---------------------------------------------------------------------

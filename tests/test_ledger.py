@@ -132,22 +132,6 @@ def crash_graph(
     )
 
 
-@pytest.fixture
-def effects(tmp_path: Any) -> Effects:
-    return Effects(str(tmp_path / "effects"))
-
-
-@pytest.fixture
-def reference(redis_url: str, key_prefix: str, tmp_path: Any) -> list[Any]:
-    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix + "ref") as saver:
-        graph = agent_graph(ToolLedger(saver), Effects(str(tmp_path / "ref"))).compile(
-            checkpointer=saver
-        )
-        out = graph.invoke(START_INPUT, {"configurable": {"thread_id": "ref"}})
-        saver.delete_thread("ref")
-        return normalized(out["messages"])
-
-
 def effect_lines(effects: Effects, tool: str) -> list[dict[str, Any]]:
     return [e for e in effects.lines() if e["tool"] == tool and e["kind"] == "effect"]
 

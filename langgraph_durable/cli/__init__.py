@@ -20,6 +20,7 @@ from langgraph_durable.cli.common import _Cli
 from langgraph_durable.cli.inspection import history, ledger, show, threads
 from langgraph_durable.cli.maintenance import resign, verify
 from langgraph_durable.cli.migrate import migrate
+from langgraph_durable.cli.operators import escalations, resolve
 from langgraph_durable.cli.server import demo, server
 
 __all__ = ["cli", "main"]
@@ -31,7 +32,19 @@ def cli() -> None:
     """langgraph-durable: a crash-safe LangGraph checkpointer on Redis."""
 
 
-for command in (demo, threads, history, show, ledger, verify, resign, migrate, server):
+for command in (
+    demo,
+    threads,
+    history,
+    show,
+    ledger,
+    escalations,
+    resolve,
+    verify,
+    resign,
+    migrate,
+    server,
+):
     cli.add_command(command)
 
 

@@ -191,6 +191,10 @@ def ledger(redis_url: str | None, key_prefix: str, as_json: bool, thread: str) -
             "args": e.args,
             "result": _summary(getattr(e.result, "content", e.result)),
             "damage": e.damage,
+            "decisions": [
+                {"action": d.action, "by": d.by, "reason": d.reason, "at": d.at}
+                for d in e.decisions.values()
+            ],
         }
         for e in entries
     ]
@@ -203,8 +207,17 @@ def ledger(redis_url: str | None, key_prefix: str, as_json: bool, thread: str) -
             ("TOOL", lambda r: r["tool"]),
             ("STATE", lambda r: r["state"]),
             ("ATTEMPTS", lambda r: r["attempts"]),
-            ("HUMAN", lambda r: r["resolution"] or "-"),
+            ("HUMAN", lambda r: _human(r)),
             ("IDEMPOTENCY KEY", lambda r: r["idempotency_key"]),
             ("RESULT", lambda r: str(r["result"])[:40]),
         ],
     )
+
+
+def _human(row: dict[str, Any]) -> str:
+    """How a human answered: through the graph, or an operator's decision (who, why)."""
+    decided = [
+        f"{d['action']} by {d['by'] or '?'}" + (f": {d['reason']}" if d["reason"] else "")
+        for d in row["decisions"]
+    ]
+    return "; ".join(decided) or row["resolution"] or "-"

@@ -13,8 +13,9 @@ unknown outcome, never a missing one.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
+from dataclasses import field as default
 from typing import TYPE_CHECKING, Any, Literal
 
 import msgpack
@@ -76,6 +77,25 @@ class EscalationAnswer(_Answer):
 
 
 @dataclass(frozen=True)
+class Decision:
+    """An operator's answer to one escalation, recorded outside the graph (``resolve``):
+    the next replay applies it instead of raising that escalation's ``interrupt()``."""
+
+    action: str  # retry | skip | fail
+    result: Any = None  # skip: the tool's output
+    reason: str | None = None
+    by: str | None = None
+    at: float | None = None
+
+    def answer(self) -> dict[str, Any]:
+        """The answer it stands for, as ``Command(resume=...)`` would give it (a ``skip``
+        without a result keeps a diverged call's recorded one)."""
+        if self.action == "skip" and self.result is not None:
+            return {"action": "skip", "result": self.result}
+        return {"action": self.action}
+
+
+@dataclass(frozen=True)
 class LedgerEntry:
     """One recorded call, as ``ToolLedger.entries`` reports it."""
 
@@ -105,6 +125,9 @@ class LedgerEntry:
     damage: str | None = None  # why the record did not verify
     diverged_from: str | None = None  # the field of the recorded call this one replaced
     hint: str | None = None  # the policy the tool's own metadata gave it (policies.py)
+    # Operators' answers (``ToolLedger.resolve``) by escalation number: a slot decided
+    # here never raises its interrupt() again, so LangGraph's answers keep their order.
+    decisions: Mapping[int, Decision] = default(default_factory=dict, hash=False, compare=False)
 
     @property
     def outcome_unknown(self) -> bool:
@@ -135,6 +158,10 @@ def seal_entry(codec: RecordCodec, thread_id: str, entry: LedgerEntry) -> bytes:
         "finished": entry.finished_at,
         "from": entry.diverged_from,
         "hint": entry.hint,
+        "decisions": [
+            [slot, d.action, list(serde.dumps_typed(d.result)), d.reason, d.by, d.at]
+            for slot, d in sorted(entry.decisions.items())
+        ],
     }
     identity = KeySchema.identity(_LEDGER, thread_id, entry.field)
     return codec.envelope.seal(identity, msgpack.packb(body, use_bin_type=True))
@@ -169,6 +196,10 @@ def open_entry(
             finished_at=body["finished"],
             diverged_from=body.get("from"),  # absent from records of earlier versions
             hint=body.get("hint"),
+            decisions={
+                int(slot): Decision(action, codec.load_value(*result), reason, by, at)
+                for slot, action, result, reason, by, at in body.get("decisions") or ()
+            },
         )
     except RecordDamagedError as exc:
         return replace(base, damage=exc.reason)

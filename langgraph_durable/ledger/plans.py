@@ -313,6 +313,7 @@ class LedgerPlans:
             args=site.args,
             attempts=attempts + 1,
             escalations=entry.escalations if entry is not None else (),
+            decisions=entry.decisions if entry is not None else {},
             resolution=(ctx.answers[site.field].action if site.field in ctx.answers else None),
             started_at=time.time(),
             diverged_from=entry.diverged_from if entry is not None else None,

@@ -84,6 +84,13 @@ class CallRunner(LedgerPlans):
         the task, for every call."""
         for slot, entry in escalations:
             value, schema = question(site.thread_id, slot, entry, ctx.entries)
+            decided = entry.decisions.get(slot)
+            if decided is not None:
+                # An operator answered it (resolve): its interrupt() is never raised, on
+                # any replay, so LangGraph's answers to the others keep their order.
+                if slot == entry.escalation:
+                    ctx.answers[entry.field] = schema.model_validate(decided.answer())
+                continue
             try:
                 answer = interrupt(value, response_schema=schema)
             except (GraphInterrupt, ValidationError) as exc:  # an invalid answer can be

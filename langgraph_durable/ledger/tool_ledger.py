@@ -38,12 +38,13 @@ from langgraph_durable.errors import ConfigurationError
 from langgraph_durable.ledger.durable import DurableCalls
 from langgraph_durable.ledger.entries import Divergence, LedgerEntry, Policy
 from langgraph_durable.ledger.journal import ModelJournal
+from langgraph_durable.ledger.operators import Escalation, OperatorPlans
 from langgraph_durable.ledger.policies import check_divergence, check_policies, hinted_policy
 from langgraph_durable.ledger.sites import _position_in_message, _Site, _TaskContext, call_site
 from langgraph_durable.ledger.wiring import refuse_sync_on_loop
 
 
-class ToolLedger(DurableCalls, ModelJournal):
+class ToolLedger(DurableCalls, ModelJournal, OperatorPlans):
     """Records every side-effecting call so that a resumed graph never repeats one.
 
     ``saver`` is the graph's ``RedisSaver`` or ``AsyncRedisSaver``: entries live in the
@@ -196,6 +197,54 @@ class ToolLedger(DurableCalls, ModelJournal):
         """``entries`` for async code."""
         entries, _, _ = await self.saver.adrive(self._read(str(thread_id), ("-", "+")))
         return entries
+
+    # -- operators ------------------------------------------------------------------
+    def escalations(self, thread_ids: Sequence[str] | None = None) -> list[Escalation]:
+        """Every call waiting for a human's answer, in ``thread_ids`` or in every thread
+        of the key prefix (a SCAN: an operator's call)."""
+        return self.saver.drive(self._escalations(thread_ids))  # type: ignore[no-any-return]
+
+    async def aescalations(self, thread_ids: Sequence[str] | None = None) -> list[Escalation]:
+        """``escalations`` for async code."""
+        return await self.saver.adrive(self._escalations(thread_ids))  # type: ignore[no-any-return]
+
+    def resolve(
+        self,
+        thread_id: str,
+        idempotency_key: str,
+        action: str,
+        *,
+        result: Any = None,
+        reason: str | None = None,
+        by: str | None = None,
+    ) -> LedgerEntry:
+        """Answer a waiting call outside the graph, as ``Command(resume=...)`` would:
+        ``"retry"`` runs it again (same key), ``"skip"`` records ``result`` as its output,
+        ``"fail"`` raises in the graph. Recorded with ``reason`` and ``by`` and the time;
+        the thread's next run applies it without asking again (answer one way: this, or
+        ``Command(resume=...)``). Returns the updated entry.
+
+        Raises:
+            InvalidConfigError: no call of ``thread_id`` waits with that key, or the
+                answer is not one its question takes (``skip`` without ``result``).
+            LeaseHeldError: a worker holds the thread (it may be running the call).
+        """
+        plan = self._resolve(str(thread_id), idempotency_key, action, result, reason, by)
+        return self.saver.drive(plan)  # type: ignore[no-any-return]
+
+    async def aresolve(
+        self,
+        thread_id: str,
+        idempotency_key: str,
+        action: str,
+        *,
+        result: Any = None,
+        reason: str | None = None,
+        by: str | None = None,
+    ) -> LedgerEntry:
+        """``resolve`` for async code."""
+        plan = self._resolve(str(thread_id), idempotency_key, action, result, reason, by)
+        return await self.saver.adrive(plan)  # type: ignore[no-any-return]
 
     def middleware(self, *, journal_models: bool = True) -> Any:
         """An ``AgentMiddleware`` for LangChain's ``create_agent`` (needs ``langchain``):

@@ -29,13 +29,23 @@ local function member_of(timeline)
 end
 
 -- Refresh the TTL of every key of the thread, so nothing the thread still references
--- (an old channel value of the newest checkpoint) expires before the thread does.
+-- (an old channel value of the newest checkpoint) expires before the thread does. A
+-- thread waiting on an interrupt() keeps its keys until answered: its checkpoint hash
+-- then has no expiry (persist), which only the next checkpoint write ends (arm).
 -- The lease and the fence keep their own expiry (lease.lua).
-local function touch(ttl)
+local function arm(ttl)
   ttl = tonumber(ttl)
   if ttl and ttl > 0 then
     for i = 1, K_LEASE - 1 do redis.call('EXPIRE', KEYS[i], ttl) end
   end
+end
+
+local function touch(ttl)
+  if redis.call('PTTL', KEYS[K_CP]) ~= -1 then arm(ttl) end
+end
+
+local function persist()
+  for i = 1, K_LEASE - 1 do redis.call('PERSIST', KEYS[i]) end
 end
 
 -- One writer per thread. A write carrying a fencing token is accepted only while that
@@ -59,6 +69,16 @@ end
 -- Members of the writes of checkpoint `member` are exactly [member.."\0", member.."\1").
 local function writes_of(member)
   return redis.call('ZRANGEBYLEX', KEYS[K_WIX], '[' .. member .. '\0', '(' .. member .. '\1')
+end
+
+-- Whether checkpoint `member` has an interrupt() pending write: its index is LangGraph's
+-- WRITES_IDX_MAP[INTERRUPT] (-3), stored offset by 2^31 (keys.py write_member).
+local INTERRUPT_IDX = '\0' .. '2147483645'
+local function interrupted(member)
+  for _, wm in ipairs(writes_of(member)) do
+    if string.sub(wm, -#INTERRUPT_IDX) == INTERRUPT_IDX then return true end
+  end
+  return false
 end
 
 -- A key of the wrong type is damage (a bad restore, a stray SET): reads treat it as empty

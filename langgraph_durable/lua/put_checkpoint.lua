@@ -64,6 +64,12 @@ if not repairing(index, ARGV[1]) then
   touch(ARGV[1])  -- the values sent stay for the resend with the twins: not without a ttl
   return redis.error_reply('LGD_REPAIR')
 end
-touch(ARGV[1])
+-- A new checkpoint ends a wait on an interrupt(), except the late write (durability
+-- "async") of the very checkpoint whose task is waiting.
+if tonumber(ARGV[1]) and tonumber(ARGV[1]) > 0 and interrupted(ARGV[3]) then
+  persist()
+else
+  arm(ARGV[1])
+end
 if ARGV[6] == '' then return 0 end
 return redis.call('ZLEXCOUNT', KEYS[K_CPS], ARGV[6], ARGV[7])

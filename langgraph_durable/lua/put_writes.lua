@@ -2,7 +2,8 @@
 -- per (task, idx); writes to the special channels (error, interrupt, resume, scheduled)
 -- overwrite, as in LangGraph's InMemorySaver.
 -- KEYS: ThreadKeys.for_writes, or with_twins after an LGD_REPAIR reply (see _prelude.lua)
--- ARGV: 1 ttl, 2 fencing token or "",
+-- ARGV: 1 ttl, or "persist" (an interrupt: the thread's keys lose their expiry until
+--       its next checkpoint write sets it again; see touch), 2 fencing token or "",
 --       3.. triples of (write member, write record, "1" to overwrite | "0")
 local denied = fence_denial(ARGV[2])
 if denied then return redis.error_reply(denied) end
@@ -20,5 +21,5 @@ local repaired = repairing(function()
   end
 end, ARGV[1])
 if not repaired then return redis.error_reply('LGD_REPAIR') end
-touch(ARGV[1])
+if ARGV[1] == 'persist' then persist() else touch(ARGV[1]) end
 return 1

@@ -9,7 +9,7 @@ import pytest
 from langgraph_durable.compat import key_prefix, ttl_settings
 from langgraph_durable.connect import SentinelUrl, parse_sentinel_url
 from langgraph_durable.errors import ConfigurationError
-from langgraph_durable.ops import Batch
+from langgraph_durable.ops import Script
 from tests.unit.scripted import make_core
 
 
@@ -104,13 +104,13 @@ def test_a_bad_sentinel_url_never_shows_its_password() -> None:
     assert ":***@" in str(caught.value)
 
 
-def test_refresh_on_read_is_one_round_trip_of_expires_over_every_key_of_the_thread() -> None:
+def test_refresh_on_read_is_one_round_trip_over_every_key_of_the_thread() -> None:
     core = make_core(ttl=30, refresh_on_read=True)
     tk = core.keys.thread("t")
     (op,) = list(core._refresh_ttl(tk))
-    assert isinstance(op, Batch)
-    assert op.commands == [("EXPIRE", key, 30) for key in tk.all()]
-    assert tk.lease not in {c[1] for c in op.commands}  # the lease keeps its own clock
+    assert isinstance(op, Script) and op.name == "refresh"
+    assert (op.keys, op.args) == (tk.all(), [30])
+    assert tk.lease not in op.keys  # the lease keeps its own clock
     assert list(make_core(ttl=30)._refresh_ttl(tk)) == []  # off by default
 
 

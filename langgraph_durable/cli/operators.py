@@ -1,0 +1,113 @@
+"""Operators' commands: ``escalations`` (every call waiting for a human, across threads)
+and ``resolve`` (answer one, with who and why; the thread's next run applies it)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from langgraph_durable.cli.common import common, open_saver, out_table
+from langgraph_durable.errors import LeaseHeldError
+from langgraph_durable.ledger import ToolLedger
+
+
+@click.command()
+@common
+@click.option("--thread", "threads", multiple=True, help="only these threads (repeatable)")
+def escalations(
+    redis_url: str | None, key_prefix: str, as_json: bool, threads: tuple[str, ...]
+) -> None:
+    """Every tool call waiting for a human's answer: thread, tool, arguments, idempotency
+    key, age (without --thread, a SCAN of every thread)."""
+    with open_saver(redis_url, key_prefix) as saver:
+        found = ToolLedger(saver).escalations(list(threads) or None)
+    rows = [
+        {
+            "thread_id": e.thread_id,
+            "name": e.name,
+            "kind": e.kind,
+            "args": e.args,
+            "idempotency_key": e.idempotency_key,
+            "age_seconds": round(e.age_seconds, 1) if e.age_seconds is not None else None,
+        }
+        for e in found
+    ]
+    out_table(
+        as_json,
+        rows,
+        [
+            ("THREAD", lambda r: r["thread_id"]),
+            ("TOOL", lambda r: r["name"]),
+            ("WHY", lambda r: r["kind"].replace("tool_", "").replace("_", " ")),
+            ("IDEMPOTENCY KEY", lambda r: r["idempotency_key"]),
+            ("AGE", lambda r: _age(r["age_seconds"])),
+            ("ARGS", lambda r: str(r["args"])[:60]),
+        ],
+    )
+
+
+@click.command()
+@common
+@click.argument("thread")
+@click.argument("call", metavar="IDEMPOTENCY_KEY")
+@click.option(
+    "--skip", "skip", metavar="RESULT", help="it took effect: record RESULT as its output"
+)
+@click.option("--retry", is_flag=True, help="it did not take effect: run it again (same key)")
+@click.option("--fail", is_flag=True, help="fail it: the graph raises")
+@click.option("--reason", help="why (recorded with the decision)")
+@click.option("--by", "by", help="who decides (recorded with the decision)")
+def resolve(
+    redis_url: str | None,
+    key_prefix: str,
+    as_json: bool,
+    thread: str,
+    call: str,
+    skip: str | None,
+    retry: bool,
+    fail: bool,
+    reason: str | None,
+    by: str | None,
+) -> None:
+    """Answer the waiting call IDEMPOTENCY_KEY of THREAD; its next run applies the answer
+    without asking again (answer a call one way: this, or Command(resume=...))."""
+    chosen = [
+        a for a, given in (("skip", skip is not None), ("retry", retry), ("fail", fail)) if given
+    ]
+    if len(chosen) != 1:
+        _bad_input("give exactly one of --skip RESULT, --retry, --fail")
+    if chosen == ["fail"] and not reason:
+        _bad_input("--fail needs --reason TEXT")
+    with open_saver(redis_url, key_prefix) as saver:
+        try:
+            entry = ToolLedger(saver).resolve(
+                thread, call, chosen[0], result=skip, reason=reason, by=by
+            )
+        except LeaseHeldError as exc:
+            click.echo(
+                f"langgraph-durable: thread {thread!r} is held by a worker ({exc}); resolve it "
+                "once that worker has stopped",
+                err=True,
+            )
+            sys.exit(2)
+    out_table(
+        as_json,
+        [{"thread_id": thread, "name": entry.name, "idempotency_key": call, "action": chosen[0]}],
+        [("RESOLVED", lambda r: f"{r['name']} {r['idempotency_key']}: {r['action']}")],
+    )
+
+
+def _age(seconds: Any) -> str:
+    if seconds is None:
+        return "-"
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.1f}{unit}"
+    return f"{seconds:.0f}s"
+
+
+def _bad_input(message: str) -> None:
+    click.echo(f"langgraph-durable: bad input: {message}", err=True)  # one line, as every error
+    sys.exit(2)

@@ -1,0 +1,115 @@
+"""Operators' decisions: the calls waiting for a human, and answering one outside a graph.
+
+Owns ``escalations`` (every call waiting for an answer, across threads: thread, tool,
+arguments, idempotency key, age) and ``resolve`` (an operator's answer recorded on the
+call's ledger entry with who, when and why). Rules it keeps:
+  * A call waits when its current escalation was raised and neither LangGraph nor an
+    operator has answered it. It is named by its idempotency key, as listed.
+  * An answer is checked as ``Command(resume=...)`` would check it (``skip`` needs the
+    tool's output, unless a divergence's recorded call has one) before it is stored.
+  * The next replay applies it without raising that escalation's ``interrupt()``, on
+    every later replay too (``running._ask``): LangGraph matches its stored answers to
+    interrupts by order, and a slot that never raises keeps that order. Answer a call one
+    way: ``resolve`` before the thread runs again, or ``Command(resume=...)``, not both.
+  * A write carries no fencing token: while a worker holds the thread's lease the
+    decision is refused (``LeaseHeldError``), never written under a running task.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from pydantic import ValidationError
+
+from langgraph_durable.errors import InvalidConfigError
+from langgraph_durable.ledger.divergence import question
+from langgraph_durable.ledger.entries import DIVERGED, INTENT, Decision, LedgerEntry
+from langgraph_durable.ledger.plans import LedgerPlans
+from langgraph_durable.ops import Plan
+
+ACTIONS = ("retry", "skip", "fail")
+
+
+@dataclass(frozen=True)
+class Escalation:
+    """A call waiting for a human's answer."""
+
+    thread_id: str
+    name: str
+    args: Any
+    idempotency_key: str | None
+    kind: str  # "tool_outcome_unknown" | "tool_call_diverged"
+    age_seconds: float | None  # since the call started
+    entry: LedgerEntry
+
+
+def waiting(entry: LedgerEntry) -> bool:
+    """Whether ``entry``'s current escalation waits for an answer."""
+    return (
+        entry.escalation is not None
+        and entry.state in (INTENT, DIVERGED)
+        and entry.escalation not in entry.decisions
+    )
+
+
+class OperatorPlans(LedgerPlans):
+    """The plans behind ``ToolLedger.escalations`` and ``ToolLedger.resolve``."""
+
+    def _escalations(self, thread_ids: Sequence[str] | None) -> Plan[list[Escalation]]:
+        if thread_ids is None:
+            thread_ids = yield from self.saver.core.all_thread_ids()
+        now = time.time()
+        found = []
+        for thread_id in thread_ids:
+            entries, _, _ = yield from self._read(str(thread_id), ("-", "+"))
+            for entry in entries:
+                if waiting(entry):
+                    found.append(
+                        Escalation(
+                            thread_id=str(thread_id),
+                            name=entry.name,
+                            args=entry.args,
+                            idempotency_key=entry.idempotency_key,
+                            kind="tool_call_diverged"
+                            if entry.state == DIVERGED
+                            else "tool_outcome_unknown",
+                            age_seconds=now - entry.started_at if entry.started_at else None,
+                            entry=entry,
+                        )
+                    )
+        return found
+
+    def _resolve(
+        self,
+        thread_id: str,
+        idempotency_key: str,
+        action: str,
+        result: Any = None,
+        reason: str | None = None,
+        by: str | None = None,
+    ) -> Plan[LedgerEntry]:
+        if action not in ACTIONS:
+            raise InvalidConfigError(f"action must be one of {ACTIONS}, got {action!r}")
+        entries, _, _ = yield from self._read(thread_id, ("-", "+"))
+        matches = [e for e in entries if e.idempotency_key == idempotency_key and waiting(e)]
+        if not matches:
+            raise InvalidConfigError(
+                f"thread {thread_id!r} has no call waiting for an answer with idempotency "
+                f"key {idempotency_key!r} (`langgraph-durable escalations` lists them)"
+            )
+        entry = matches[0]
+        slot = entry.escalation
+        assert slot is not None  # waiting() says so
+        _, schema = question(thread_id, slot, entry, {e.field: e for e in entries})
+        decision = Decision(action, result if action == "skip" else None, reason, by, time.time())
+        try:
+            schema.model_validate(decision.answer())
+        except ValidationError as exc:
+            first = exc.errors()[0].get("msg", str(exc))
+            raise InvalidConfigError(f"cannot {action} call {idempotency_key!r}: {first}") from None
+        decided = replace(entry, decisions={**entry.decisions, slot: decision})
+        yield from self._write(thread_id, [decided], replacing=[entry])
+        return decided
