@@ -165,6 +165,11 @@ def targets(r: dict[str, Any]) -> list[dict[str, Any]]:
                 g.get("redis_cpu_vs_floor"),
                 1.2,
             )
+            check(
+                f"{label} Redis memory of a finished prose ReAct thread vs its text",
+                g.get("prose_memory_vs_text"),
+                3.0,
+            )
         m = r.get("micro", {}).get("savers", {}).get(key)
         if m:
             check(f"{label} get_tuple vs InMemorySaver", m["get_tuple_ratio"], 1.15)

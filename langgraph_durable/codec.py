@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import msgpack
 from langgraph.checkpoint.base import SerializerProtocol
 
-from langgraph_durable import inputs
+from langgraph_durable import elements, inputs
 from langgraph_durable.compression import Compression
 from langgraph_durable.envelope import Envelope
 from langgraph_durable.errors import RecordDamagedError
@@ -58,6 +58,7 @@ class RecordCodec:
     refresh_on_read: bool  # True: a read gives the thread's keys their full ttl again
     max_record_bytes: int
     compression: Compression
+    element_cache: elements.ElementCache
     recovery_reports: dict[tuple[str, str], RecoveryReport]
 
     @property
@@ -80,11 +81,23 @@ class RecordCodec:
         return record
 
     def _seal_value(
-        self, kind: str, thread_id: str, field_: str, head: list[Any], value: Any, what: str
+        self,
+        kind: str,
+        thread_id: str,
+        field_: str,
+        head: list[Any],
+        value: Any,
+        what: str,
+        serialized: tuple[str, bytes] | None = None,
     ) -> bytes:
-        """The record of a serialized value; one that is too large on its own is refused
-        before it is copied into a record."""
-        type_, data = self.serde.dumps_typed(value) if value is not _NO_VALUE else (EMPTY, b"")
+        """The record of a value (``serialized`` already, if given); one that is too
+        large on its own is refused before it is copied into a record."""
+        if serialized is not None:
+            type_, data = serialized
+        elif value is _NO_VALUE:
+            type_, data = EMPTY, b""
+        else:
+            type_, data = self.serde.dumps_typed(value)
         type_, data = self.compression.pack(type_, data)
         inputs.record_size(len(data), thread_id=thread_id, what=what, limit=self.max_record_bytes)
         return self._seal(kind, thread_id, field_, [*head, type_, data], what)
@@ -105,18 +118,112 @@ class RecordCodec:
         type_, data = self.compression.unpack(type_, data)
         return load(self.serde, type_, data, accepted_types(self.serde))
 
-    def _open_value(self, kind: str, thread_id: str, field_: str, record: bytes | None) -> Any:
-        """Open and deserialize a channel value ("bl": the value, or ``_NO_VALUE``) or a
-        pending write ("wr": (channel, value)); ``RecordDamagedError`` if either fails."""
-        if kind == "wr":
-            channel, type_, data = self._open(kind, thread_id, field_, record)
+    def _open_write(
+        self, thread_id: str, member: str, record: bytes | None, values: Mapping[str, Any]
+    ) -> tuple[str, Any]:
+        """Open and deserialize a pending write: (channel, value), the elements its
+        manifest names taken from ``values`` (a ``ValueRecords``); ``RecordDamagedError``
+        (``ElementDamagedError`` for an element) if it fails."""
+        channel, type_, data = self._open("wr", thread_id, member, record)
+        if type_ != elements.MARK:
             return channel, self.load_value(type_, data)
-        type_, data = self._open(kind, thread_id, field_, record)
-        return _NO_VALUE if type_ == EMPTY else self.load_value(type_, data)
+        return channel, self._load_elements(elements.digests_of(data), values)
 
-    def _blob_record(self, thread_id: str, blob_field: str, channel: str, value: Any) -> bytes:
+    def _open_blob(self, thread_id: str, blob_field: str, values: Mapping[str, Any]) -> Any:
+        """The channel value stored under ``blob_field`` in ``values`` (a
+        ``ValueRecords``, whose manifests' elements it reads), or ``_NO_VALUE``;
+        ``RecordDamagedError`` (``ElementDamagedError`` for an element) if it fails."""
+        digests = getattr(values, "manifests", {}).get(blob_field)
+        if digests is None:
+            type_, data = self._open("bl", thread_id, blob_field, values.get(blob_field))
+            if type_ == EMPTY:
+                return _NO_VALUE
+            if type_ != elements.MARK:
+                return self.load_value(type_, data)
+            digests = elements.digests_of(data)
+        return self._load_elements(digests, values)
+
+    def _load_elements(self, digests: tuple[bytes, ...], values: Mapping[str, Any]) -> list[Any]:
+        """The list a manifest names: each element from the cache, else verified from
+        ``values.elements`` (then cached), deserialized through the allowlist."""
+        found = getattr(values, "elements", {})
+        cache = self.element_cache
+        accepted = accepted_types(self.serde)
+        serialized = []
+        for digest in digests:
+            known = cache.get(digest)
+            if known is None:
+                type_, data = self.compression.unpack(*elements.unpack(digest, found.get(digest)))
+                cache.add(digest, type_, data, None, None)
+                known = type_, data
+            serialized.append(known)
+        array = elements.joined(serialized)  # one deserialization for the whole list
+        if array is not None:
+            value = load(self.serde, *array, accepted)
+            if isinstance(value, list) and len(value) == len(digests):
+                return value
+        return [load(self.serde, *known, accepted) for known in serialized]
+
+    def _manifest_of(self, thread_id: str, blob_field: str, record: bytes | None) -> Any:
+        """The digests a channel value record names if it is a manifest that verifies,
+        else None (a value stored whole, or damage ``_open_blob`` will report)."""
+        if not elements.may_be_manifest(record):
+            return None
+        try:
+            type_, data = self._open("bl", thread_id, blob_field, record)
+            return elements.digests_of(data) if type_ == elements.MARK else None
+        except (RecordDamagedError, ValueError, TypeError):
+            return None
+
+    def _write_manifest_of(self, thread_id: str, member: str, record: bytes | None) -> Any:
+        """The digests a pending write's record names if it is a manifest that verifies,
+        else None."""
+        if not elements.may_be_manifest(record, window=-1):
+            return None
+        try:
+            _, type_, data = self._open("wr", thread_id, member, record)
+            return elements.digests_of(data) if type_ == elements.MARK else None
+        except (RecordDamagedError, ValueError, TypeError):
+            return None
+
+    def _write_record(
+        self, thread_id: str, member: str, channel: str, value: Any, what: str, splittable: bool
+    ) -> tuple[bytes, elements.Split | None]:
+        """The record of a pending write, and its elements when it is stored as a
+        manifest (a list of messages: elements.py; from one element on, so the message
+        a task appends is stored once for its write and the checkpoints after)."""
+        split, whole = self._split(thread_id, value, what, 1) if splittable else (None, None)
+        if split is None:
+            record = self._seal_value("wr", thread_id, member, [channel], value, what, whole)
+            return record, None
+        record = self._seal("wr", thread_id, member, [channel, elements.MARK, split.manifest], what)
+        return record, split
+
+    def _blob_records(
+        self, thread_id: str, blob_field: str, channel: str, value: Any
+    ) -> tuple[bytes, elements.Split | None]:
+        """The record of a channel value, and its elements when it is stored as a
+        manifest (elements.py)."""
         what = f"the value of channel {channel!r}"
-        return self._seal_value("bl", thread_id, blob_field, [], value, what)
+        split, whole = self._split(thread_id, value, what, elements.MIN_ELEMENTS)
+        if split is None:
+            return self._seal_value("bl", thread_id, blob_field, [], value, what, whole), None
+        record = self._seal("bl", thread_id, blob_field, [elements.MARK, split.manifest], what)
+        return record, split
+
+    def _split(
+        self, thread_id: str, value: Any, what: str, min_elements: int
+    ) -> tuple[elements.Split | None, tuple[str, bytes] | None]:
+        return elements.split(
+            self.serde,
+            self.compression,
+            value,
+            self.element_cache,
+            thread_id=thread_id,
+            what=what,
+            limit=self.max_record_bytes,
+            min_elements=min_elements,
+        )
 
     def _decode_entry(self, tk: ThreadKeys, entry: list[Any]) -> _Decoded | _Damage:
         """One entry of ``read_checkpoints.lua`` (member, record, flat writes, indexed?)."""
@@ -176,7 +283,7 @@ class RecordCodec:
         """Whether every channel value of ``d`` in ``values`` verifies and deserializes."""
         try:
             for blob_field in self._blob_fields(d):
-                self._open_value("bl", tk.thread_id, blob_field, values.get(blob_field))
+                self._open_blob(tk.thread_id, blob_field, values)
         except RecordDamagedError:
             return False
         return True

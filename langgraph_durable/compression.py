@@ -57,6 +57,16 @@ def resolve(setting: str | None) -> str | None:
     return setting
 
 
+_decompressors = threading.local()  # a ZstdDecompressor must not be shared by threads
+
+
+def _zstd_decompressor() -> Any:
+    decompressor = getattr(_decompressors, "zstd", None)
+    if decompressor is None:
+        decompressor = _decompressors.zstd = zstandard.ZstdDecompressor()
+    return decompressor
+
+
 class Compression:
     """Compresses values on write with one algorithm; decompresses any it knows."""
 
@@ -105,7 +115,7 @@ class Compression:
             )
         try:
             if algorithm == "zstd":
-                out = zstandard.ZstdDecompressor().decompress(bytes(data), max_output_size=size)
+                out = _zstd_decompressor().decompress(bytes(data), max_output_size=size)
             else:
                 inflater = zlib.decompressobj()
                 out = inflater.decompress(bytes(data), size)

@@ -31,12 +31,13 @@ from langgraph.checkpoint.base import SerializerProtocol
 from langgraph_durable import inputs
 from langgraph_durable.compression import Compression
 from langgraph_durable.delta import DeltaHistoryPlans
+from langgraph_durable.elements import ElementCache
 from langgraph_durable.envelope import Envelope
 from langgraph_durable.fallback import FallbackPlans
 from langgraph_durable.fencing import FencingPlans
 from langgraph_durable.keys import KeySchema
 from langgraph_durable.listing import ListingPlans
-from langgraph_durable.reads import _NewestVersions
+from langgraph_durable.newest import _NewestVersions
 from langgraph_durable.reports import RecoveryReport
 from langgraph_durable.runs import RunIndex
 from langgraph_durable.threads import ThreadPlans
@@ -80,6 +81,7 @@ class SaverCore(
         self.ttl = ttl
         self.recovery_reports: dict[tuple[str, str], RecoveryReport] = {}
         self._newest_versions = _NewestVersions()
+        self.element_cache = ElementCache()
         self.run_index = RunIndex(keys, ttl)
         self.max_record_bytes = inputs.MAX_RECORD_BYTES  # Redis's proto-max-bulk-len
         self.compression = compression or Compression(None)

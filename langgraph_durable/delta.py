@@ -102,7 +102,7 @@ class DeltaHistoryPlans(ReadPlans):
                     if ch in d.checkpoint.get("channel_versions", {})
                 }
             )
-            blobs = (yield from self._read_values(tk, fields)) if fields else {}
+            blobs = yield from self._read_values(tk, fields, on_path)
             for d in on_path:
                 if not remaining:
                     break
@@ -111,7 +111,7 @@ class DeltaHistoryPlans(ReadPlans):
                     if _task_of(self.keys, write_member) is None:
                         continue  # a malformed index member is no write at all
                     try:
-                        channel, value = self._open_value("wr", thread_id, write_member, record)
+                        channel, value = self._open_write(thread_id, write_member, record, blobs)
                     except RecordDamagedError as exc:
                         raise CheckpointCorruptedError(
                             thread_id=thread_id,
@@ -129,7 +129,7 @@ class DeltaHistoryPlans(ReadPlans):
                         continue
                     blob_field = self.keys.blob_field(ns, ch, version)
                     try:
-                        value = self._open_value("bl", thread_id, blob_field, blobs.get(blob_field))
+                        value = self._open_blob(thread_id, blob_field, blobs)
                     except RecordDamagedError as exc:
                         if Damage.of(exc.reason) is Damage.MISSING:
                             continue

@@ -77,13 +77,23 @@ class FallbackPlans(ReadPlans):
         before: str | None = None
         while True:
             upper, lower = self.keys.namespace_range(ns, before)
-            guess = (
-                self._fields_of(ns, self._newest_versions.get((thread_id, ns)))
-                if before is None
-                else ()
-            )
+            newest = self._newest_versions.entry((thread_id, ns)) if before is None else None
             results, fetched = yield from self._read(
-                tk, ["range", upper, lower, 1], report=report, guess=guess
+                tk,
+                ["range", upper, lower, 1],
+                report=report,
+                guess=self._fields_of(ns, newest.versions) if newest else (),
+                guess_elements=sorted(
+                    {
+                        d
+                        for ds in newest.manifests.values()
+                        for d in ds
+                        if self.element_cache.get(d) is None
+                    }
+                )
+                if newest
+                else (),
+                remember=True,
             )
             if not results and fetched:
                 continue  # deleted while read (retention, delete_thread): read again
@@ -110,7 +120,6 @@ class FallbackPlans(ReadPlans):
                 report.used_checkpoint_id = result.checkpoint["id"]
                 report.recovered_from_step = result.metadata.get("step")
                 self._report(report, level=logging.WARNING)
-            self._newest_versions.remember((thread_id, ns), result.checkpoint["channel_versions"])
             return result
 
     def _report(self, report: RecoveryReport, *, level: int) -> None:

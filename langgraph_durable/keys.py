@@ -19,6 +19,9 @@ make ``T`` the Redis Cluster hash tag, so every key of a thread lives in one slo
                       (its "timeline member"): with ``cps``' root range, it gives every
                       namespace's checkpoints newest first by id in O(log n) (``list``
                       without a namespace); a graph without subgraphs leaves it empty
+    P:{T}:el    HASH  element digest (32 hex digits) -> stored element: the elements of
+                      list-valued channels, each stored once per thread, which a channel
+                      value's manifest names by digest (elements.py)
     P:{T}:<kind>:damaged  a key a write found holding the wrong type, moved aside
     P:{T}:lease STRING  owner SEP fencing token of the worker holding the thread, with a
                       PX expiry (see lease.py)
@@ -51,7 +54,7 @@ SEP = "\x00"
 _SEP_AFTER = "\x01"  # the smallest string greater than every "... SEP ..." continuation
 _IDX_OFFSET = 2**31  # write indexes are negative for special channels (-1..-4)
 
-THREAD_KEY_KINDS = ("cps", "wix", "cp", "wr", "bl", "runs", "qt", "lg", "lgx", "sub")
+THREAD_KEY_KINDS = ("cps", "wix", "cp", "wr", "bl", "runs", "qt", "lg", "lgx", "sub", "el")
 _THREAD_MARKING_KINDS = frozenset({"cps", "cp", "lg", "lgx"})
 # Not data: the lease expires on its own clock, so the thread's ttl must never touch it.
 LEASE_KEY_KINDS = ("lease", "fence")
@@ -102,6 +105,7 @@ class ThreadKeys:
     lg: str
     lgx: str
     sub: str
+    el: str
     lease: str
     fence: str
 
@@ -136,6 +140,7 @@ class ThreadKeys:
             self.lg,
             self.lgx,
             self.sub,
+            self.el,
         )
 
     @cached_property

@@ -2,8 +2,9 @@
 
 Owns the read conversation every reading plan shares (``get_tuple``, ``list``, retention,
 DeltaChannel history): ``read_checkpoints.lua`` returns records and their pending writes
-in one round trip, together with a guess of the channel values (``_NewestVersions``);
-what the guess missed is read in a second. Rules it keeps:
+in one round trip, together with a guess of the channel values and of the elements their
+manifests name (``newest.py``, ``values.py``); what the guess missed is read in a
+second (values) and a third (elements a process holds no copy of). Rules it keeps:
   * Every record is verified before it is used (``codec.py``); a checkpoint with any
     damaged part is a ``_Damage``, never a partial tuple. A task whose pending writes are
     not all intact loses all of them: it runs again as a whole.
@@ -12,8 +13,8 @@ what the guess missed is read in a second. Rules it keeps:
     configuration (a key it lacks, an allowlist) is never moved.
   * An index that lacks stored records (evicted, a bad restore) is rebuilt from the
     records (``reindex.lua``), so nothing silently vanishes.
-  * A value deleted between two reads (retention racing) is told from damage by
-    ``recheck_values.lua``.
+  * A value or element deleted between two reads (retention racing) is told from damage
+    by ``recheck_values.lua``: the checkpoint that named it is gone too.
   * ``refresh_on_read``: a read of a thread gives its keys their full ttl again, as a
     write does (``_refresh_ttl``), but for keys without one (a thread waiting on an
     interrupt); the lease and the fence keep their own expiry.
@@ -28,7 +29,7 @@ from typing import Any
 from langgraph.checkpoint.base import CheckpointTuple, PendingWrite
 
 from langgraph_durable import reply_codes
-from langgraph_durable.codec import RecordCodec
+from langgraph_durable.elements import ElementDamagedError, ValueRecords
 from langgraph_durable.errors import RecordDamagedError
 from langgraph_durable.keys import ThreadKeys
 from langgraph_durable.ops import Batch, Plan, ScanKeys, Script
@@ -38,21 +39,19 @@ from langgraph_durable.records import (
     Damage,
     _Damage,
     _Decoded,
-    _hmget,
     _label,
     _task_of,
     _text,
     checkpoint_config,
 )
 from langgraph_durable.reports import RecoveryReport, SkippedCheckpoint
+from langgraph_durable.values import ValuePlans, value_reads
 
 logger = logging.getLogger("langgraph_durable")
 
 
-class ReadPlans(RecordCodec):
+class ReadPlans(ValuePlans):
     """The read steps of ``SaverCore`` that every reading plan is built from."""
-
-    _newest_versions: _NewestVersions
 
     def all_thread_ids(self) -> Plan[list[str]]:
         """Every thread of this key prefix that has any key (a SCAN of every node)."""
@@ -80,11 +79,15 @@ class ReadPlans(RecordCodec):
         for channel, version in versions.items():
             blob_field = self.keys.blob_field(decoded.checkpoint_ns, channel, version)
             try:
-                value = self._open_value("bl", tk.thread_id, blob_field, blobs.get(blob_field))
+                value = self._open_blob(tk.thread_id, blob_field, blobs)
             except RecordDamagedError as exc:
                 reason = f"{exc.reason} channel value {channel!r}@{version}"
-                missing = Damage.of(exc.reason) is Damage.MISSING
-                quarantine = [] if missing else [("bl", blob_field, exc.reason)]
+                # A manifest that verified stays where it is when an element it names
+                # does not: other checkpoints may share it.
+                keep = Damage.of(exc.reason) is Damage.MISSING or isinstance(
+                    exc, ElementDamagedError
+                )
+                quarantine = [] if keep else [("bl", blob_field, exc.reason)]
                 quarantine.append(("cp", decoded.member, reason))
                 return _Damage(decoded.member, decoded.checkpoint_id, tk.bl, reason, quarantine)
             if value is not _NO_VALUE:
@@ -102,7 +105,7 @@ class ReadPlans(RecordCodec):
                 decoded.dropped_writes.append(("wr", raw_member, MALFORMED))
                 continue
             try:
-                channel, value = self._open_value("wr", tk.thread_id, write_member, record)
+                channel, value = self._open_write(tk.thread_id, write_member, record, blobs)
             except (RecordDamagedError, ValueError) as exc:
                 damaged[write_member] = getattr(exc, "reason", "undecodable body")
                 damaged_tasks.setdefault(task_id, damaged[write_member])
@@ -158,33 +161,42 @@ class ReadPlans(RecordCodec):
         wanted: Callable[[_Decoded], bool] | None = None,
         report: RecoveryReport | None = None,
         guess: Sequence[str] = (),
+        guess_elements: Sequence[bytes] = (),
+        remember: bool = False,
     ) -> Plan[tuple[list[CheckpointTuple | _Damage], list[str]]]:
         """Read checkpoints: records and writes, then the channel values they name.
 
-        The values of ``guess`` (blob fields) are read in the same round trip as the
-        records; when they are all the checkpoints need, that is the only round trip.
+        The values of ``guess`` (blob fields) and the elements of ``guess_elements``
+        (digests) are read in the same round trip as the records; when they are all the
+        checkpoints need, that is the only round trip. With ``remember``, the first
+        checkpoint read whole is remembered as the newest of its namespace.
         Returns the results in index order, and the cursor of every checkpoint the index
         returned (matching ``wanted`` or not), oldest last, the next page starting below
         the last: its id, or for a walk of every namespace (mode "all"), its timeline
         member (``keys.py``).
         """
-        entries, blobs = yield from self._read_entries(tk, args, guess)
+        entries, blobs = yield from self._read_entries(tk, args, guess, guess_elements)
         decoded = [self._decode_entry(tk, entry) for entry in entries]
         selected = [d for d in decoded if isinstance(d, _Damage) or wanted is None or wanted(d)]
         fields = sorted(
             {f for d in selected if isinstance(d, _Decoded) for f in self._blob_fields(d)}
             - blobs.keys()
         )
-        if fields:
-            blobs.update((yield from self._read_values(tk, fields)))
-        missing = {f for f, v in blobs.items() if v is None}
+        # The values, then the elements of their manifests and of the pending writes'.
+        complete = [d for d in selected if isinstance(d, _Decoded)]
+        yield from self._read_values(tk, fields, complete, into=blobs)
+        missing = blobs.lacking(self.element_cache)
         lacking = [
             d
             for d in selected
-            if isinstance(d, _Decoded) and missing.intersection(self._blob_fields(d))
+            if isinstance(d, _Decoded)
+            and (
+                missing.intersection(self._blob_fields(d))
+                or missing.intersection(_label(m) for m, _ in d.writes)
+            )
         ]
         if lacking:  # damage, or deleted between the two reads? (recheck_values.lua)
-            wanted_fields = sorted(missing)
+            wanted_fields = sorted(missing.intersection(blobs))
             stored, values = yield Script(
                 "recheck_values",
                 tk.all(),
@@ -198,6 +210,8 @@ class ReadPlans(RecordCodec):
         results = [
             d if isinstance(d, _Damage) else self._complete(tk, d, blobs, report) for d in selected
         ]
+        if remember:
+            self._remember_newest(tk, results, blobs)
         damaged = [r for r in results if isinstance(r, _Damage)]
         dropped = [w for d in selected if isinstance(d, _Decoded) for w in d.dropped_writes]
         if (damaged or dropped) and self.repair_on_read:
@@ -206,26 +220,50 @@ class ReadPlans(RecordCodec):
             entry[4] if len(entry) > 4 else d.checkpoint_id for entry, d in zip(entries, decoded)
         ]
 
+    def _remember_newest(
+        self, tk: ThreadKeys, results: Sequence[CheckpointTuple | _Damage], blobs: ValueRecords
+    ) -> None:
+        for result in results:
+            if isinstance(result, CheckpointTuple):
+                ns = result.config["configurable"]["checkpoint_ns"]
+                versions = result.checkpoint["channel_versions"]
+                manifests = {
+                    channel: blobs.manifests[f]
+                    for channel, version in versions.items()
+                    if (f := self.keys.blob_field(ns, channel, version)) in blobs.manifests
+                }
+                self._newest_versions.remember(
+                    (tk.thread_id, ns), versions, result.checkpoint["id"], manifests
+                )
+                return
+
     def _read_entries(
-        self, tk: ThreadKeys, args: list[Any], guess: Sequence[str] = ()
-    ) -> Plan[tuple[list[Any], dict[str, bytes | None]]]:
-        """The read script's entries, and the values of ``guess`` read in the same round
-        trip. Not in MULTI, which Redis refuses when out of memory: a value deleted
-        between the two is told from damage by ``_read``."""
+        self,
+        tk: ThreadKeys,
+        args: list[Any],
+        guess: Sequence[str] = (),
+        guess_elements: Sequence[bytes] = (),
+    ) -> Plan[tuple[list[Any], ValueRecords]]:
+        """The read script's entries, and the values of ``guess`` and the elements of
+        ``guess_elements`` read in the same round trip. Not in MULTI, which Redis refuses
+        when out of memory: a value deleted between the two is told from damage by
+        ``_read``."""
         script = Script("read_checkpoints", tk.all(), args)
         for attempt in (1, 2):
-            if not guess:
+            if not guess and not guess_elements:
                 wrongtype, unindexed, *entries = yield script
-                values: Any = None
+                replies: list[Any] = []
             else:
-                reply, values = yield Batch([script, _hmget(tk, guess)], errors_as_values=True)
+                reply, *replies = yield Batch(
+                    [script, *value_reads(tk, guess, guess_elements)], errors_as_values=True
+                )
                 if isinstance(reply, Exception):
                     raise reply_codes.typed(self.keys, script, reply)
                 wrongtype, unindexed, *entries = reply
             self._log_wrongtype(tk, wrongtype)
             if not unindexed or attempt == 2 or not (yield from self._reindex(tk, unindexed)):
                 break
-        return entries, (self._values(tk, guess, values) if guess else {})
+        return entries, self._values(tk, guess, guess_elements, replies)
 
     def _reindex(self, tk: ThreadKeys, unindexed: Sequence[bytes | str]) -> Plan[bool]:
         """Put back the index members of records an index lacks (its key was evicted or
@@ -253,29 +291,6 @@ class ReadPlans(RecordCodec):
             tk.thread_id,
         )
         return False
-
-    def _read_values(self, tk: ThreadKeys, fields: list[str]) -> Plan[dict[str, bytes | None]]:
-        (values,) = yield Batch([_hmget(tk, fields)], errors_as_values=True)
-        return self._values(tk, fields, values)
-
-    def _values(
-        self, tk: ThreadKeys, fields: Sequence[str], reply: list[Any] | Exception
-    ) -> dict[str, bytes | None]:
-        if isinstance(reply, Exception):
-            if not reply_codes.is_wrong_type(reply):
-                raise reply
-            self._log_wrongtype(tk, [tk.bl.encode()])
-            return dict.fromkeys(fields)  # damage: read as missing
-        return dict(zip(fields, reply))
-
-    def _log_wrongtype(self, tk: ThreadKeys, keys: list[bytes]) -> None:
-        for key in keys:
-            logger.error(
-                "langgraph-durable: key %s of thread %r has the wrong type (damaged): "
-                "read as empty",
-                _label(key),
-                tk.thread_id,
-            )
 
     def _quarantine(
         self,
@@ -311,25 +326,3 @@ class ReadPlans(RecordCodec):
             damage.reason,
             damage.key,
         )
-
-
-class _NewestVersions:
-    """Per (thread, namespace): the channel versions of the newest checkpoint this saver
-    wrote or read. ``get_tuple`` reads those values in the same round trip as the
-    checkpoint; a wrong guess costs only a second round trip for the missing ones."""
-
-    def __init__(self, size: int = 4096) -> None:
-        self._size = size
-        self._versions: dict[tuple[str, str], dict[str, Any]] = {}
-
-    def get(self, key: tuple[str, str]) -> dict[str, Any]:
-        return self._versions.get(key, {})
-
-    def remember(self, key: tuple[str, str], versions: Mapping[str, Any]) -> None:
-        if len(self._versions) >= self._size:
-            self._versions.clear()  # crude, but safe from any thread
-        self._versions[key] = dict(versions)  # a copy: the caller's dict may change
-
-    def forget(self, thread_id: str) -> None:
-        for key in [k for k in list(self._versions) if k[0] == thread_id]:
-            self._versions.pop(key, None)

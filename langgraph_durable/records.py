@@ -21,7 +21,7 @@ from langgraph.checkpoint.base import CheckpointMetadata
 
 from langgraph_durable import reply_codes
 from langgraph_durable.errors import RecordDamagedError
-from langgraph_durable.keys import KeySchema, ThreadKeys
+from langgraph_durable.keys import KeySchema
 
 EMPTY = "empty"  # serde type of a channel that has a version but no value
 LIST_PAGE = 32  # checkpoints fetched per round trip by list()
@@ -158,12 +158,6 @@ def _wrong_type_as_empty(
             wrong.append(i)
         values.append(reply)
     return values, wrong
-
-
-def _hmget(tk: ThreadKeys, fields: Sequence[str]) -> tuple[Any, ...]:
-    # A plain HMGET, never a script: a large value returned through Lua costs Redis
-    # about as much again as the read itself (~270 µs per 150 KB).
-    return ("HMGET", tk.bl, *fields)
 
 
 def _check_shape(checkpoint: Any, metadata: Any, checkpoint_id: str, parent_id: Any) -> None:

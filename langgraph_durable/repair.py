@@ -56,11 +56,14 @@ def repair(core: SaverCore, thread_id: str) -> Plan[RepairReport]:
                 moves.setdefault(("wr", sibling), f"sibling of a damaged write: {finding.reason}")
         elif finding.kind == "channel value" and finding.checkpoint_id is None:
             moves.setdefault(("bl", finding.field), finding.reason)
+        elif finding.kind == "element":
+            moves.setdefault(("el", finding.field), finding.reason)  # the digest, in hex
         else:  # a checkpoint: its record, one of its values, or its index member
             moves.setdefault(("cp", finding.field), finding.reason)
-    args: list[str] = []
+    args: list[str | bytes] = []
     for (kind, field_), reason in sorted(moves.items()):
-        args += [kind, field_, core.keys.quarantine_field(kind, field_), reason]
+        stored = bytes.fromhex(field_) if kind == "el" else field_  # elements: raw digests
+        args += [kind, stored, core.keys.quarantine_field(kind, field_), reason]
         result.moved.append((kind, field_, reason))
     if args:
         yield Script("quarantine", tk.with_twins(), [core.ttl_arg, *args])

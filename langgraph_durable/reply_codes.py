@@ -27,7 +27,8 @@ from langgraph_durable.ops import Batch, Script
 
 LEASED = "LGD_LEASED"  # "<holder> <ms left>": another worker holds the thread's lease
 FENCED = "LGD_FENCED"  # "<token> <newest|none>": this writer's token is not the newest
-LOST = "LGD_LOST"  # "" or "value <argv index>": put_checkpoint's parent (or a value) is gone
+LOST = "LGD_LOST"  # "checkpoint", "value <argv index>" or "element": put_checkpoint's
+# parent, a value it passes on or an element it names is gone
 REPAIR = "LGD_REPAIR"  # a key of the wrong type: resend with the twins to move it to
 WRONGTYPE = "WRONGTYPE"  # Redis: a command met a key of another type (damage)
 
@@ -52,6 +53,8 @@ def _checkpoint_lost(keys: KeySchema, op: Script, thread_id: str, detail: str) -
     if detail.startswith("value "):
         _, channel, version = keys.parse_blob_field(op.args[int(detail[6:]) - 1])
         missing = f"the value of channel {channel!r}@{version} it passes on is missing"
+    elif detail.startswith("element"):
+        missing = "the elements of the message lists it passes on are missing"
     return CheckpointLostError(
         thread_id=thread_id, checkpoint_ns=ns, parent_checkpoint_id=parent_id, missing=missing
     )

@@ -7,7 +7,9 @@ Owns ``keep_last`` (amortized: one collection per ``keep_last/4`` puts), ``prune
     ancestor their DeltaChannels are rebuilt from (``counters_since_delta_snapshot``;
     metadata that does not say keeps the whole chain).
   * A value is deleted only when no remaining checkpoint references it, and only when
-    every checkpoint record could be read (a damaged one's references are unknown).
+    every checkpoint record could be read (a damaged one's references are unknown); an
+    element (elements.py) only when no remaining checkpoint's manifest names it, and
+    only when every value they reference could be read.
   * The deletion is guarded: ``delete_checkpoints.lua`` does nothing if a checkpoint was
     written since it was planned; the plan is made again (``PLAN_RETRIES`` times).
   * Tool-ledger entries no remaining checkpoint can replay go with them; which those are
@@ -20,7 +22,8 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from langgraph_durable.keys import ThreadKeys
+from langgraph_durable.elements import may_be_manifest
+from langgraph_durable.keys import SEP, ThreadKeys
 from langgraph_durable.ledger.retention import forget_replayed
 from langgraph_durable.ops import Batch, Plan, Script
 from langgraph_durable.reads import ReadPlans
@@ -48,12 +51,13 @@ class RetentionPlans(ReadPlans):
         verifies completely, so retention never removes the last good fallback.
         """
         for _ in range(PLAN_RETRIES):
-            cps, count, newest, blob_fields = yield Batch(
+            cps, count, newest, blob_fields, element_digests = yield Batch(
                 [
                     ("HGETALL", tk.cp),
                     ("ZCARD", tk.cps),
                     ("ZREVRANGE", tk.cps, 0, 0),
                     ("HKEYS", tk.bl),
+                    ("HKEYS", tk.el),
                 ]
             )
             decoded: dict[str, _Decoded] = {}
@@ -70,13 +74,26 @@ class RetentionPlans(ReadPlans):
                 f for m, d in decoded.items() if m not in doomed for f in self._blob_fields(d)
             }
             garbage = [] if not intact else [f for f in blob_fields if _label(f) not in referenced]
-            if not doomed and not garbage:
+            loose = []
+            if intact and element_digests:
+                named = yield from self._elements_named(tk, sorted(referenced), doomed)
+                loose = [] if named is None else [d for d in element_digests if d not in named]
+            if not doomed and not garbage and not loose:
                 return
             newest_member = newest[0] if newest else b""  # exact bytes, for the guard
             deleted = yield Script(
                 "delete_checkpoints",
                 tk.with_twins(),
-                [self.ttl_arg, count, newest_member, len(doomed), *sorted(doomed), *garbage],
+                [
+                    self.ttl_arg,
+                    count,
+                    newest_member,
+                    len(doomed),
+                    *sorted(doomed),
+                    len(garbage),
+                    *garbage,
+                    *loose,
+                ],
             )
             if deleted != -1:
                 yield from self._forget_ledger(tk, decoded, doomed)
@@ -84,6 +101,34 @@ class RetentionPlans(ReadPlans):
         logger.warning(
             "langgraph-durable: gave up pruning thread %r: it kept being written", tk.thread_id
         )
+
+    def _elements_named(
+        self, tk: ThreadKeys, blob_fields: list[str], doomed: set[str]
+    ) -> Plan[set[bytes] | None]:
+        """The digests (as stored field names) of every element the manifests among
+        ``blob_fields`` and among the pending writes of the checkpoints not ``doomed``
+        name; None when one of them cannot be read (a missing or damaged record might
+        have been a manifest: every element stays)."""
+        reads = [("HGETALL", tk.wr), *([("HMGET", tk.bl, *blob_fields)] if blob_fields else [])]
+        writes, *values = yield Batch(reads)
+        named: set[bytes] = set()
+        for blob_field, record in zip(blob_fields, values[0] if values else []):
+            if record is None:
+                return None
+            if may_be_manifest(record):
+                digests = self._manifest_of(tk.thread_id, blob_field, record)
+                if digests is None:
+                    return None
+                named.update(digests)
+        for raw_member, record in writes.items():
+            member = _label(raw_member)
+            if member.rsplit(SEP, 3)[0] in doomed or not may_be_manifest(record, window=-1):
+                continue  # a write deleted with its checkpoint, or stored whole
+            digests = self._write_manifest_of(tk.thread_id, member, record)
+            if digests is None:
+                return None
+            named.update(digests)
+        return named
 
     def _forget_ledger(
         self, tk: ThreadKeys, decoded: dict[str, _Decoded], doomed: set[str]
@@ -108,7 +153,7 @@ class RetentionPlans(ReadPlans):
         while queues:
             candidates = {ns: queue.pop(0) for ns, queue in queues.items()}
             fields = sorted({f for d in candidates.values() for f in self._blob_fields(d)})
-            values = (yield from self._read_values(tk, fields)) if fields else {}
+            values = yield from self._read_values(tk, fields)
             for ns, candidate in candidates.items():
                 valid = self._values_verify(tk, candidate, values)
                 if valid:

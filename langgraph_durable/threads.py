@@ -2,7 +2,8 @@
 
 Owns the operations LangGraph's contract adds beyond reads and writes. Rules it keeps:
   * ``copy_thread`` re-seals every record that verifies under the target's identity
-    (records are bound to their thread) and leaves damaged ones out, logged.
+    (records are bound to their thread) and leaves damaged ones out, logged; elements
+    (elements.py), bound to their digest only, are copied as they are once verified.
   * ``delete_thread`` removes every key of the thread in one UNLINK, quarantine and
     ledger included; the guess of its newest versions is forgotten.
   * ``prune`` and ``delete_for_runs`` go through retention's guarded deletion;
@@ -17,6 +18,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+from langgraph_durable import elements
 from langgraph_durable.errors import ConfigurationError, RecordDamagedError
 from langgraph_durable.keys import KeySchema
 from langgraph_durable.ops import Batch, Command, Plan, Script
@@ -65,17 +67,18 @@ class ThreadPlans(RetentionPlans):
                 ("HGETALL", src.bl),
                 ("HGETALL", src.runs),
                 ("HGETALL", src.lg),
+                ("HGETALL", src.el),
             ],
             errors_as_values=True,
         )
-        (cps, wrs, bls, runs, lgs), wrong = _wrong_type_as_empty(replies, ({},) * 5)
+        (cps, wrs, bls, runs, lgs, els), wrong = _wrong_type_as_empty(replies, ({},) * 6)
         for i in wrong:
             logger.error(
                 "langgraph-durable: copy_thread %r -> %r left out %s, which holds the "
                 "wrong type (damaged)",
                 src.thread_id,
                 dst.thread_id,
-                (src.cp, src.wr, src.bl, src.runs, src.lg)[i],
+                (src.cp, src.wr, src.bl, src.runs, src.lg, src.el)[i],
             )
         copied_cps: list[Any] = []
         copied_wrs: list[Any] = []
@@ -110,6 +113,14 @@ class ThreadPlans(RetentionPlans):
                     out.append(runs.get(raw_field, b""))
         if not copied_cps and not copied_lgs:
             return
+        # Elements are verified by their digest and are the same bytes in any thread.
+        copied_els: list[Any] = []
+        for raw_digest, stored in sorted(els.items()):
+            try:
+                elements.unpack(raw_digest, stored)
+            except RecordDamagedError:
+                continue  # a manifest naming it reads as damaged, as in the source
+            copied_els += [raw_digest, stored]
         restore = Script(
             "restore_records",
             dst.with_twins(),
@@ -118,10 +129,12 @@ class ThreadPlans(RetentionPlans):
                 len(copied_cps) // 3,
                 len(copied_wrs) // 2,
                 len(copied_lgs) // 2,
+                len(copied_bls) // 2,
                 *copied_cps,
                 *copied_wrs,
                 *copied_lgs,
                 *copied_bls,
+                *copied_els,
             ],
         )
         # The copy's checkpoints keep their run ids: their runs' index learns the copy.

@@ -3,14 +3,17 @@
 Owns the verify plan (one round trip: both indexes, every record hash, the quarantine's
 size) and what counts as a finding: a record that does not verify or deserialize, an
 index member without its record or a record outside its index, a malformed member, a
-checkpoint whose channel values are missing or damaged. Repair (``repair.py``) acts on
+checkpoint whose channel values (or the elements their manifests name) are missing or
+damaged, an element that is not the bytes its digest names. Repair (``repair.py``) acts on
 these findings; reads never call this. Mixed into ``SaverCore``; built on the record codec
 (``codec.py``).
 """
 
 from __future__ import annotations
 
+from langgraph_durable import elements
 from langgraph_durable.codec import RecordCodec
+from langgraph_durable.elements import ValueRecords
 from langgraph_durable.errors import RecordDamagedError
 from langgraph_durable.ops import Batch, Plan
 from langgraph_durable.records import (
@@ -29,7 +32,7 @@ class VerifyPlans(RecordCodec):
     def verify(self, thread_id: str) -> Plan[VerifyReport]:
         """Check every record of a thread without changing anything (one round trip)."""
         tk = self.keys.thread(str(thread_id))
-        keys = (tk.cps, tk.cp, tk.wix, tk.wr, tk.bl, tk.qt)
+        keys = (tk.cps, tk.cp, tk.wix, tk.wr, tk.bl, tk.qt, tk.el)
         replies = yield Batch(
             [
                 ("ZRANGE", tk.cps, 0, -1),
@@ -38,19 +41,26 @@ class VerifyPlans(RecordCodec):
                 ("HGETALL", tk.wr),
                 ("HGETALL", tk.bl),
                 ("HLEN", tk.qt),
+                ("HGETALL", tk.el),
             ],
             errors_as_values=True,
         )
-        (cp_index, cps, wix, wrs, bls, quarantined), wrong = _wrong_type_as_empty(
-            replies, ([], {}, [], {}, {}, 0)
+        (cp_index, cps, wix, wrs, bls, quarantined, els), wrong = _wrong_type_as_empty(
+            replies, ([], {}, [], {}, {}, 0, {})
         )
         report = VerifyReport(tk.thread_id, quarantined=quarantined)
         report.findings += [Finding("index", keys[i], "", "key of the wrong type") for i in wrong]
-        blobs = {_label(f): r for f, r in bls.items()}
-        bad_blobs: dict[str, str] = {}
-        for blob_field, record in blobs.items():
+        blobs = ValueRecords({_label(f): r for f, r in bls.items()})
+        blobs.elements.update(els)
+        for digest, stored in sorted(blobs.elements.items()):
             try:
-                self._open_value("bl", tk.thread_id, blob_field, record)
+                elements.unpack(digest, stored)
+            except RecordDamagedError as exc:
+                report.findings.append(Finding("element", tk.el, digest.hex(), exc.reason))
+        bad_blobs: dict[str, str] = {}
+        for blob_field in list(blobs):
+            try:
+                self._open_blob(tk.thread_id, blob_field, blobs)
             except RecordDamagedError as exc:
                 bad_blobs[blob_field] = exc.reason
                 report.findings.append(Finding("channel value", tk.bl, blob_field, exc.reason))
@@ -104,10 +114,10 @@ class VerifyPlans(RecordCodec):
                     Finding("index", tk.wix, write_member, NOT_INDEXED, checkpoint_id)
                 )
             try:
-                self._open_value("wr", tk.thread_id, write_member, writes.get(write_member))
+                self._open_write(tk.thread_id, write_member, writes.get(write_member), blobs)
             except RecordDamagedError as exc:
                 report.findings.append(
                     Finding("write", tk.wr, write_member, exc.reason, checkpoint_id)
                 )
-        report.records_checked = len(records) + len(writes) + len(blobs)
+        report.records_checked = len(records) + len(writes) + len(blobs) + len(blobs.elements)
         return report

@@ -83,6 +83,31 @@ class WritePlans(RetentionPlans):
             else []
         )
         run_id = str(meta.get("run_id") or "")
+        blobs: list[tuple[str, bytes]] = []  # only changed channels are written
+        manifests: dict[str, tuple[bytes, ...]] = {}
+        new_elements: dict[bytes, bytes] = {}
+        for channel, version in new_versions.items():
+            blob_field = self.keys.blob_field(ns, channel, version)
+            value = values.get(channel, _NO_VALUE)
+            value_record, split = self._blob_records(thread_id, blob_field, channel, value)
+            blobs.append((blob_field, value_record))
+            if split is not None:
+                manifests[channel] = split.digests
+                new_elements.update(split.stored)
+        # Elements the parent's manifests name are there while the parent is (retention
+        # keeps them): not sent again. One of them is checked (a lost element hash).
+        parent = self._newest_versions.entry((thread_id, ns)) if parent_id else None
+        known: set[bytes] = set()
+        if parent is not None and parent.checkpoint_id == parent_id:
+            known = {d for digests in parent.manifests.values() for d in digests}
+            for channel, version in checkpoint["channel_versions"].items():
+                if channel in new_versions or channel not in parent.manifests:
+                    continue
+                if parent.versions.get(channel) == version:  # kept unchanged
+                    manifests[channel] = parent.manifests[channel]
+        elements = sorted((d, e) for d, e in new_elements.items() if d not in known)
+        named = {d for digests in manifests.values() for d in digests}
+        witness = min(named & known, default=b"")
         args: list[Any] = [
             self.ttl_arg,
             held_token(self.keys.prefix, thread_id),
@@ -92,25 +117,24 @@ class WritePlans(RetentionPlans):
             lower,
             upper,
             self.keys.checkpoint_member(ns, parent_id) if parent_id else "",
+            witness,
             len(kept),
             *kept,
+            len(elements),
         ]
-        blobs = [  # only changed channels are written
-            (
-                blob_field,
-                self._blob_record(thread_id, blob_field, channel, values.get(channel, _NO_VALUE)),
-            )
-            for channel, version in new_versions.items()
-            for blob_field in (self.keys.blob_field(ns, channel, version),)
-        ]
-        # One round trip: the values by plain HSETNX (a value never changes under its
-        # version, and a fenced-out writer's versions have tails of their own, so it can
-        # only leave orphans), then the script, which indexes the checkpoint only once
-        # they are all there. With a ttl, MULTI keeps a client that dies halfway from
-        # leaving a value hash without an expiry.
-        script = Script("put_checkpoint", tk.for_writes(), [*args, "sent", *(f for f, _ in blobs)])
+        # One round trip: the values and elements by plain HSETNX (a value never changes
+        # under its version, an element under its digest, and a fenced-out writer's
+        # versions have tails of their own, so it can only leave orphans), then the
+        # script, which indexes the checkpoint only once they are all there. With a ttl,
+        # MULTI keeps a client that dies halfway from leaving a hash without an expiry.
+        sent = [*(d for d, _ in elements), *(f for f, _ in blobs)]
+        script = Script("put_checkpoint", tk.for_writes(), [*args, "sent", *sent])
         replies = yield Batch(
-            [*(("HSETNX", tk.bl, f, r) for f, r in blobs), script],
+            [
+                *(("HSETNX", tk.el, d, e) for d, e in elements),
+                *(("HSETNX", tk.bl, f, r) for f, r in blobs),
+                script,
+            ],
             errors_as_values=True,
             atomic=bool(self.ttl),
             ahead=self.run_index.ahead(run_id, thread_id),
@@ -119,10 +143,14 @@ class WritePlans(RetentionPlans):
             if isinstance(reply, Exception) and not reply_codes.is_wrong_type(reply):
                 raise reply
         in_namespace = yield from self._write_reply(tk, script, replies[-1])
-        if in_namespace == -1:  # the value hash has the wrong type: repair, values inline
-            inline = [*args, "inline", *(x for blob in blobs for x in blob)]
-            in_namespace = yield Script("put_checkpoint", tk.with_twins(), inline)
-        self._newest_versions.remember((thread_id, ns), checkpoint.get("channel_versions", {}))
+        if in_namespace == -1:  # a hash has the wrong type: repair, values inline
+            pairs = [x for pair in (*elements, *blobs) for x in pair]
+            in_namespace = yield Script(
+                "put_checkpoint", tk.with_twins(), [*args, "inline", *pairs]
+            )
+        self._newest_versions.remember(
+            (thread_id, ns), checkpoint.get("channel_versions", {}), checkpoint["id"], manifests
+        )
         yield from self.replicated(tk)
         keep_last = self.keep_last
         if keep_last and in_namespace > keep_last + max(4, keep_last // 4):
@@ -151,10 +179,8 @@ class WritePlans(RetentionPlans):
         # A thread waiting on an interrupt() keeps its keys until answered, whatever the
         # ttl (a human may take their time); its next checkpoint write sets the ttl again.
         waits = self.ttl_arg and any(channel == INTERRUPT for channel, _ in writes)
-        args: list[Any] = [
-            "persist" if waits else self.ttl_arg,
-            held_token(self.keys.prefix, thread_id),
-        ]
+        triples: list[Any] = []
+        new_elements: dict[bytes, bytes] = {}
         for idx, (channel, value) in enumerate(writes):
             inputs.text(channel, f"the channel of pending write {idx} of task {task_id!r}")
             special = channel in WRITES_IDX_MAP
@@ -162,12 +188,22 @@ class WritePlans(RetentionPlans):
                 ns, checkpoint_id, task_path, task_id, WRITES_IDX_MAP[channel] if special else idx
             )
             what = f"the pending write to channel {channel!r} of task {task_id!r}"
-            args += [
-                member,
-                self._seal_value("wr", thread_id, member, [channel], value, what),
-                "1" if special else "0",
+            # A special channel's write is overwritten, not appended to: kept whole.
+            record, split = self._write_record(
+                thread_id, member, channel, value, what, splittable=not special
+            )
+            if split is not None:
+                new_elements.update(split.stored)
+            triples += [member, record, "1" if special else "0"]
+        if triples:
+            elements = [x for pair in sorted(new_elements.items()) for x in pair]
+            args = [
+                "persist" if waits else self.ttl_arg,
+                held_token(self.keys.prefix, thread_id),
+                len(new_elements),
+                *elements,
+                *triples,
             ]
-        if len(args) > 2:
             script = Script("put_writes", tk.for_writes(), args)
             (reply,) = yield Batch([script], errors_as_values=True)
             yield from self._write_reply(tk, script, reply)

@@ -69,6 +69,7 @@ def workload_graph(b: Bench, rounds: int, repeats: int) -> dict[str, Any]:
                     cpu[key].append((redis_cpu_s(admin) - used) * 1e6 / supersteps)
             if r == 1 and h.thread_patterns is not None:
                 memory[key] = thread_memory(admin, h.thread_patterns(thread_id))
+    prose = prose_memory(b, rounds, admin)
     per_step = {k: median_us(v) for k, v in samples.items()}
     cpu_per_step = {k: median_us([x / 1e6 for x in v]) for k, v in cpu.items() if v}
     rows: dict[str, Any] = {}
@@ -88,6 +89,7 @@ def workload_graph(b: Bench, rounds: int, repeats: int) -> dict[str, Any]:
             "redis_cpu_vs_floor": server / floor_cpu if server and floor_cpu else None,
             "supersteps_per_redis_core": 1e6 / server if server else None,
             "thread_memory_bytes": memory.get(key),
+            **prose.get(key, {}),
             "superstep_us": per_step[key],
             "overhead_us": overhead,
             "superstep_ratio": per_step[key] / mem if mem else None,
@@ -108,6 +110,30 @@ def workload_graph(b: Bench, rounds: int, repeats: int) -> dict[str, Any]:
         },
         "savers": rows,
     }
+
+
+PROSE_PAYLOAD = 3000  # characters of prose per model answer: ~120 KB of text at 40 rounds
+
+
+def prose_memory(b: Bench, rounds: int, admin: redis.Redis) -> dict[str, dict[str, Any]]:
+    """Redis MEMORY USAGE of one finished ReAct thread whose model answers are real
+    prose (text that compresses as model output does), against its final message text."""
+    builder = graphs.react_graph(rounds=rounds, payload=PROSE_PAYLOAD, realistic=True)
+    out: dict[str, dict[str, Any]] = {}
+    for key, h in b.handles.items():
+        if h.thread_patterns is None or h.family not in REDIS_FAMILIES:
+            continue
+        thread_id = b.thread(key, "prose")
+        config: RunnableConfig = {"configurable": {"thread_id": thread_id}, "recursion_limit": 1000}
+        state = h.invoke(builder.compile(checkpointer=h.saver), graphs.react_input(), config)
+        text = sum(len(str(m.content)) for m in state["messages"])
+        memory = thread_memory(admin, h.thread_patterns(thread_id))
+        out[key] = {
+            "prose_text_chars": text,
+            "prose_memory_bytes": memory,
+            "prose_memory_vs_text": memory / text,
+        }
+    return out
 
 
 def redis_cpu_s(client: redis.Redis) -> float:
@@ -145,6 +171,8 @@ def render_graph(g: dict[str, Any]) -> list[str]:
             fx(v["redis_cpu_vs_floor"]),
             fu(v["supersteps_per_redis_core"]),
             fu(v["thread_memory_bytes"]),
+            fu(v.get("prose_memory_bytes")),
+            fx(v.get("prose_memory_vs_text")),
         ]
         for k, v in g["savers"].items()
         if v.get("redis_cpu_us")
@@ -173,7 +201,9 @@ def render_graph(g: dict[str, Any]) -> list[str]:
         "",
         "What the Redis server spends: CPU per superstep from `INFO cpu` (user + system) "
         "around each run, supersteps one Redis core sustains at that rate, and `MEMORY "
-        "USAGE` of one finished thread.",
+        "USAGE` of one finished thread: the thread above, and the same graph whose model "
+        f"answers {PROSE_PAYLOAD:,} characters of real prose (the ÷ text column divides by "
+        "the final message text; target for ours ≤3×).",
         "",
         md_table(
             [
@@ -182,6 +212,8 @@ def render_graph(g: dict[str, Any]) -> list[str]:
                 "× Redis floor",
                 "supersteps per Redis core",
                 "thread memory bytes",
+                "prose thread memory bytes",
+                "÷ text",
             ],
             server_rows,
         ),

@@ -4,7 +4,8 @@
 -- caller planned this deletion (a new checkpoint could reference a value planned away).
 -- KEYS: ThreadKeys.with_twins (see _prelude.lua)
 -- ARGV: 1 ttl (for the twins), 2 guard count or "", 3 guard newest member, 4 number N
---       of checkpoint members, 5 .. 4+N checkpoint members, the rest: blob fields
+--       of checkpoint members, 5 .. 4+N checkpoint members, 5+N number B of blob fields,
+--       6+N .. 5+N+B blob fields, the rest: element digests (elements.py)
 -- Returns the number of checkpoints deleted, or -1 when the guard failed.
 repair(ARGV[1])
 if ARGV[2] ~= '' then
@@ -28,7 +29,11 @@ for i = 5, 4 + n do
   redis.call('HDEL', KEYS[K_CP], member)
   redis.call('HDEL', KEYS[K_RUNS], member)
 end
-for i = 5 + n, #ARGV do
+local b = tonumber(ARGV[5 + n])
+for i = 6 + n, 5 + n + b do
   redis.call('HDEL', KEYS[K_BL], ARGV[i])
+end
+for i = 6 + n + b, #ARGV do
+  redis.call('HDEL', KEYS[K_EL], ARGV[i])
 end
 return deleted

@@ -2,31 +2,37 @@
 -- KEYS: ThreadKeys.for_writes, or with_twins after an LGD_REPAIR reply (see _prelude.lua)
 -- ARGV: 1 ttl, 2 fencing token or "", 3 checkpoint member, 4 checkpoint record, 5 run id
 --       or "", 6 min and 7 max ZLEXCOUNT bounds of the checkpoint's namespace (both ""
---       without keep_last: nothing to count), 8 the parent's member or "", 9 the number
---       K of channels kept unchanged from the parent, 10 .. 9+K their blob fields, then
---       10+K "sent": the blob fields of the channels that changed, already written by
---                 HSETNX in the same pipeline (big values cost Redis about as much
---                 again when they pass through Lua, so the usual path keeps them out)
---       10+K "inline": pairs of (blob field, blob record)
+--       without keep_last: nothing to count), 8 the parent's member or "", 9 the digest
+--       of one element the checkpoint names without sending it, or "" (elements.py), 10
+--       the number K of channels kept unchanged from the parent, 11 .. 10+K their blob
+--       fields, 11+K the number E of elements sent, then
+--       12+K "sent": the E element digests and the blob fields of the channels that
+--                 changed, all already written by HSETNX in the same pipeline (big
+--                 values cost Redis about as much again when they pass through Lua,
+--                 so the usual path keeps them out)
+--       12+K "inline": E pairs (digest, element), then pairs (blob field, blob record)
 -- Returns the number of checkpoints the namespace now has (for keep_last retention; 0
--- without bounds), or -1 when a "sent" value is not there (the value hash has the wrong
--- type): the caller then sends the values inline, with the twins, and this script
--- repairs the hash first.
+-- without bounds), or -1 when a "sent" value or element is not there (a hash has the
+-- wrong type): the caller then sends them inline, with the twins, and this script
+-- repairs the hashes first.
 -- Refuses (and changes nothing) with LGD_LEASED / LGD_FENCED (see fence_denial), or
--- LGD_LOST "checkpoint" | "value <ARGV index>" when the parent or a value it passes on
--- is gone (flushed, lost in a restart, evicted, expired): no read could use the result.
-local kept = tonumber(ARGV[9])
-local mode = 10 + kept
+-- LGD_LOST "checkpoint" | "value <ARGV index>" | "element" when the parent, a value it
+-- passes on or an element it names is gone (flushed, lost in a restart, evicted,
+-- expired): no read could use the result.
+local kept = tonumber(ARGV[10])
+local sent_elements = tonumber(ARGV[11 + kept])
+local mode = 12 + kept
 local sent = ARGV[mode] == 'sent'
 
 -- A refused write leaves nothing behind: the values sent ahead of this script go again,
 -- unless the checkpoint is indexed already (a retried put whose first attempt went
 -- through). Safe: a changed channel's version has a random tail, unique to this checkpoint.
+-- Elements stay: another checkpoint may name the same one (retention collects orphans).
 local function refuse(err)
   if sent then
     local ok, indexed = pcall(redis.call, 'ZSCORE', KEYS[K_CPS], ARGV[3])
     if not (ok and indexed) then
-      for i = mode + 1, #ARGV do pcall(redis.call, 'HDEL', KEYS[K_BL], ARGV[i]) end
+      for i = mode + 1 + sent_elements, #ARGV do pcall(redis.call, 'HDEL', KEYS[K_BL], ARGV[i]) end
     end
   end
   return redis.error_reply(err)
@@ -37,20 +43,31 @@ if denied then return refuse(denied) end
 if ARGV[8] ~= '' then
   local ok, present = pcall(redis.call, 'ZSCORE', KEYS[K_CPS], ARGV[8])
   if not (ok and present) then return refuse('LGD_LOST checkpoint') end
-  for i = 10, 9 + kept do
+  for i = 11, 10 + kept do
     ok, present = pcall(redis.call, 'HEXISTS', KEYS[K_BL], ARGV[i])
     if not ok or present == 0 then return refuse('LGD_LOST value ' .. i) end
   end
 end
+-- One element the checkpoint names without sending: its parent's manifests name it, so
+-- it is there unless the element hash itself was lost (evicted, expired, flushed).
+if ARGV[9] ~= '' then
+  local ok, present = pcall(redis.call, 'HEXISTS', KEYS[K_EL], ARGV[9])
+  if ok and present == 0 then return refuse('LGD_LOST element') end
+end
 if sent then
   for i = mode + 1, #ARGV do
-    local ok, present = pcall(redis.call, 'HEXISTS', KEYS[K_BL], ARGV[i])
+    local ok, present = pcall(redis.call, 'HEXISTS', KEYS[i <= mode + sent_elements and K_EL or K_BL], ARGV[i])
     if not ok or present == 0 then return -1 end
   end
 else
   repair(ARGV[1])
-  for i = mode + 1, #ARGV, 2 do
-    redis.call('HSET', KEYS[K_BL], ARGV[i], ARGV[i + 1])
+  local i = mode + 1
+  for _ = 1, sent_elements do
+    redis.call('HSET', KEYS[K_EL], ARGV[i], ARGV[i + 1])
+    i = i + 2
+  end
+  for j = i, #ARGV, 2 do
+    redis.call('HSET', KEYS[K_BL], ARGV[j], ARGV[j + 1])
   end
 end
 local function index()

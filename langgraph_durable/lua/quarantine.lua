@@ -4,11 +4,11 @@
 -- the read that found it: that is no damage). A checkpoint also leaves the timeline of
 -- the subgraph namespaces (a stale timeline member, whose checkpoint is gone, leaves it).
 -- KEYS: ThreadKeys.with_twins (see _prelude.lua)
--- ARGV: 1 ttl (seconds or 0), then quadruples of (hash kind: "cp" | "wr" | "bl", field,
+-- ARGV: 1 ttl (seconds or 0), then quadruples of (hash kind: "cp" | "wr" | "bl" | "el", field,
 --       quarantine field, reason)
 -- Returns the number of records moved.
 repair(ARGV[1])
-local hashes = {cp = K_CP, wr = K_WR, bl = K_BL}
+local hashes = {cp = K_CP, wr = K_WR, bl = K_BL, el = K_EL}
 local indexes = {cp = K_CPS, wr = K_WIX}
 local moved = 0
 for i = 2, #ARGV, 4 do

@@ -88,7 +88,7 @@ class Thread:
         self.records[member] = self.core._seal("cp", self.thread_id, member, body)
         for channel, value in values.items():
             field = self.core.keys.blob_field("", channel, checkpoint["channel_versions"][channel])
-            self.values[field] = self.core._blob_record(self.thread_id, field, channel, value)
+            self.values[field], _ = self.core._blob_records(self.thread_id, field, channel, value)
         self.ids.append(checkpoint["id"])
         return checkpoint["id"]
 

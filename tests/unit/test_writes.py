@@ -99,7 +99,8 @@ def test_put_writes_sends_every_write_in_one_script_call() -> None:
     plan = core.put_writes(config("c1"), [("a", 1), ("__error__", "e")], "task", "~0")
     _, (batch,) = drive(plan, ("batch:put_writes", [1]))
     (script,) = batch.commands
-    members, specials = script.args[2::3], script.args[4::3]
+    assert script.args[2] == 0  # no elements: neither value is a list (elements.py)
+    members, specials = script.args[3::3], script.args[5::3]
     assert len(members) == 2 and specials == ["0", "1"]  # a special channel overwrites
 
 

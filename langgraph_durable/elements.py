@@ -1,0 +1,248 @@
+"""Linear memory for list-valued channels: each element stored once per thread.
+
+Owns the element form of a channel value. A list worth it (``MIN_ELEMENTS`` or more
+elements, ``MIN_AVERAGE_BYTES`` or more each on average once serialized: messages, not
+counters) is stored as a *manifest*: the channel value's record, sealed like every
+record, has the type ``lgdl1`` and holds the 16-byte BLAKE2b digests of its elements in
+order; each element is stored once per thread in ``P:{T}:el`` under its digest. A
+message list that grows by one message per step then costs each message once plus 16
+bytes per message per checkpoint, instead of the whole list again at every checkpoint
+(``add_messages``, ``operator.add``: no opting in to ``DeltaChannel``). Rules it keeps:
+  * An element is verified against the digest the (verified) manifest names before one
+    byte of it is used: a cryptographic digest named by a sealed record is as good as a
+    seal over the element (a chat user cannot craft a message that collides with another),
+    so elements carry no envelope of their own and are the same bytes in every thread.
+  * An element is serialized and compressed like any value (``compression.py``), the
+    digest taken over the stored bytes: verified before it is decompressed.
+  * An element never changes under its digest: a process keeps the elements it stored
+    or verified (``ElementCache``, bounded) and reads only the others, so a read of a
+    thread's newest checkpoint moves its manifests, not its messages.
+  * The elements a put may leave out are those its parent checkpoint's manifests name
+    (``_NewestVersions`` remembers them): they exist while the parent does, because
+    retention deletes an element only once no remaining checkpoint's manifest names it.
+    ``put_checkpoint.lua`` checks the parent and one such element (a lost ``el`` key).
+  * Older readers refuse the ``lgdl1`` type (damage that may be configuration, never a
+    misread value).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import msgpack
+from langgraph.checkpoint.base import SerializerProtocol
+
+from langgraph_durable import inputs
+from langgraph_durable.compression import Compression
+from langgraph_durable.errors import RecordDamagedError
+
+MARK = "lgdl1"  # the serialization type of a manifest
+PACKED_MARK = b"\xa5" + MARK.encode()  # how msgpack writes it inside a record's body
+DIGEST_BYTES = 16
+MIN_ELEMENTS = 2
+MIN_AVERAGE_BYTES = 64  # below, 16 bytes of digest per element and a hash field cost more
+
+
+class ElementDamagedError(RecordDamagedError):
+    """An element a manifest names is missing or not the bytes it names. The manifest
+    itself verified: it is not moved to quarantine (other checkpoints may share it)."""
+
+
+@dataclass(frozen=True)
+class Split:
+    """A list value in element form: the manifest's data and the stored elements."""
+
+    digests: tuple[bytes, ...]  # in list order (repeats allowed)
+    stored: dict[bytes, bytes]  # digest -> stored element, each once
+
+    @property
+    def manifest(self) -> bytes:
+        return b"".join(self.digests)
+
+
+def split(
+    serde: SerializerProtocol,
+    compression: Compression,
+    value: Any,
+    cache: ElementCache,
+    *,
+    thread_id: str,
+    what: str,
+    limit: int,
+    min_elements: int = MIN_ELEMENTS,
+) -> tuple[Split | None, tuple[str, bytes] | None]:
+    """``value`` in element form, or None when it is not a list worth splitting, with
+    the whole value serialized when that was done on the way (None otherwise). A
+    pending write splits from one element on: the message it appends is the element the
+    next checkpoint's manifest names, stored once for both. An element this process
+    stored before costs its serialization only (``cache``)."""
+    if type(value) is not list or len(value) < min_elements:
+        return None, None
+    whole = serde.dumps_typed(value)
+    parts = _msgpack_elements(whole, len(value))
+    serialized = (
+        [(MSGPACK, part) for part in parts]
+        if parts is not None
+        else [serde.dumps_typed(element) for element in value]
+    )
+    if sum(len(data) for _, data in serialized) < MIN_AVERAGE_BYTES * len(value):
+        return None, whole
+    digests: list[bytes] = []
+    stored: dict[bytes, bytes] = {}
+    for type_, data in serialized:
+        plain = b"".join((type_.encode(), b"\x00", data))
+        known = cache.by_content(plain)
+        if known is None:
+            packed_type, packed_data = compression.pack(type_, data)
+            what_ = f"an element of {what}"
+            inputs.record_size(len(packed_data), thread_id=thread_id, what=what_, limit=limit)
+            packed = (
+                plain
+                if packed_data is data
+                else b"".join((packed_type.encode(), b"\x00", packed_data))
+            )
+            known = hashlib.blake2b(packed, digest_size=DIGEST_BYTES).digest(), packed
+            cache.add(known[0], type_, data, plain, packed)
+        digests.append(known[0])
+        stored[known[0]] = known[1]
+    return Split(tuple(digests), stored), whole
+
+
+MSGPACK = "msgpack"  # LangGraph's serialization type whose arrays are their elements' bytes
+
+
+def _msgpack_elements(whole: tuple[str, bytes], count: int) -> list[bytes] | None:
+    """The bytes of each element of a list LangGraph serialized as one msgpack array
+    (msgpack is context-free: an element's bytes are what serializing it alone gives),
+    or None for another serialization."""
+    type_, data = whole
+    if type_ != MSGPACK:
+        return None
+    try:
+        unpacker = msgpack.Unpacker(max_buffer_size=len(data) + 1)
+        unpacker.feed(data)
+        if unpacker.read_array_header() != count:
+            return None
+        parts, start = [], unpacker.tell()
+        for _ in range(count):
+            unpacker.skip()
+            end = unpacker.tell()
+            parts.append(data[start:end])
+            start = end
+    except (ValueError, msgpack.UnpackException):
+        return None
+    return parts if start == len(data) else None
+
+
+def joined(serialized: list[tuple[str, bytes]]) -> tuple[str, bytes] | None:
+    """The msgpack array of elements serialized one by one as msgpack: one call
+    deserializes them all (the inverse of ``_msgpack_elements``); None otherwise."""
+    if any(type_ != MSGPACK for type_, _ in serialized):
+        return None
+    header = b"\xdd" + len(serialized).to_bytes(4, "big")
+    return MSGPACK, header + b"".join(data for _, data in serialized)
+
+
+class ElementCache:
+    """Elements this process stored or verified, by digest (their serialized type and
+    bytes, decompressed) and by content (their digest and stored form). An element never
+    changes under its digest, so a read takes a cached one instead of reading and
+    verifying it again, and a put does not compress or hash again an element it stored.
+    Holds at most ``max_bytes`` of elements (crude: emptied whole when full, safe from
+    any thread)."""
+
+    def __init__(self, max_bytes: int = 32 << 20) -> None:
+        self.max_bytes = max_bytes
+        self._size = 0
+        self._by_digest: dict[bytes, tuple[str, bytes]] = {}
+        self._by_content: dict[bytes, tuple[bytes, bytes]] = {}
+
+    def get(self, digest: bytes) -> tuple[str, bytes] | None:
+        return self._by_digest.get(digest)
+
+    def by_content(self, plain: bytes) -> tuple[bytes, bytes] | None:
+        return self._by_content.get(plain)
+
+    def add(
+        self, digest: bytes, type_: str, data: bytes, plain: bytes | None, packed: bytes | None
+    ) -> None:
+        size = len(data) + len(plain or b"")
+        size += len(packed) if packed is not None and packed is not plain else 0
+        if size > self.max_bytes:
+            return
+        if self._size + size > self.max_bytes:
+            self._by_digest, self._by_content, self._size = {}, {}, 0
+        self._by_digest[digest] = (type_, data)
+        if plain is not None and packed is not None:
+            self._by_content[plain] = (digest, packed)
+        self._size += size
+
+
+def digests_of(manifest: Any) -> tuple[bytes, ...]:
+    """The element digests a verified manifest's data names, in order."""
+    if not isinstance(manifest, bytes) or len(manifest) % DIGEST_BYTES:
+        raise RecordDamagedError("undecodable body (not a manifest)")
+    return tuple(manifest[i : i + DIGEST_BYTES] for i in range(0, len(manifest), DIGEST_BYTES))
+
+
+def unpack(digest: bytes, stored: bytes | None) -> tuple[str, bytes]:
+    """(serialization type, data) of the element stored under ``digest``, verified."""
+    if stored is None:
+        raise ElementDamagedError(f"missing element {digest.hex()}")
+    if hashlib.blake2b(stored, digest_size=DIGEST_BYTES).digest() != digest:
+        raise ElementDamagedError(f"checksum mismatch element {digest.hex()}")
+    type_, _, data = stored.partition(b"\x00")
+    try:
+        return type_.decode(), data
+    except UnicodeDecodeError as exc:  # verified, so only a digest collision could: never
+        raise ElementDamagedError(f"undecodable body element {digest.hex()}") from exc
+
+
+def may_be_manifest(record: bytes | None, window: int = 96) -> bool:
+    """Cheap test before opening: a manifest's type sits at the start of a channel
+    value's body (``window``), after the channel name in a pending write's (search it
+    all: ``window=-1``)."""
+    if record is None:
+        return False
+    return record.find(PACKED_MARK, 0, len(record) if window < 0 else window) != -1
+
+
+class ValueRecords(dict[str, "bytes | None"]):
+    """Channel value records by blob field, with the elements read for their manifests
+    (digest -> stored element, None where Redis had none), the manifests already
+    opened and verified (blob field -> digests), so none is verified twice, and the
+    digests the manifests of pending writes name (write member -> digests)."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.elements: dict[bytes, bytes | None] = {}
+        self.manifests: dict[str, tuple[bytes, ...]] = {}
+        self.write_manifests: dict[str, tuple[bytes, ...]] = {}
+
+    def merge(self, other: Mapping[str, bytes | None]) -> None:
+        self.update(other)
+        if isinstance(other, ValueRecords):
+            self.elements.update(other.elements)
+            self.manifests.update(other.manifests)
+            self.write_manifests.update(other.write_manifests)
+
+    def wanted_elements(self, cache: ElementCache) -> list[bytes]:
+        """Digests the opened manifests name that were not read yet and are not cached."""
+        named = named_by((*self.manifests.values(), *self.write_manifests.values()))
+        return sorted(d for d in named - self.elements.keys() if cache.get(d) is None)
+
+    def lacking(self, cache: ElementCache) -> set[str]:
+        """Blob fields without a record, and blob fields and write members whose manifest
+        names an element Redis lacked (and ``cache`` too)."""
+        gone = {d for d, e in self.elements.items() if e is None and cache.get(d) is None}
+        named = (*self.manifests.items(), *self.write_manifests.items())
+        return {f for f, record in self.items() if record is None} | {
+            f for f, digests in named if gone.intersection(digests)
+        }
+
+
+def named_by(manifests: Iterable[tuple[bytes, ...]]) -> set[bytes]:
+    return {d for digests in manifests for d in digests}

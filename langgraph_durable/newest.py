@@ -1,0 +1,70 @@
+"""What a saver remembers of the newest checkpoint of each thread and namespace.
+
+Owns the guess every read and write of a known thread starts from: the channel versions
+of the newest checkpoint this saver wrote or read, and the element digests its
+manifests name (``elements.py``). ``get_tuple`` reads those values and elements in the
+same round trip as the checkpoint (a wrong guess costs a second round trip, never a
+wrong result); ``put`` leaves out the elements its parent's manifests name. Bounded
+(emptied whole when full); safe from any thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass
+class Newest:
+    """The newest checkpoint of a (thread, namespace) this saver wrote or read."""
+
+    checkpoint_id: str
+    versions: dict[str, Any]
+    manifests: dict[str, tuple[bytes, ...]]  # channel -> digests of its elements (elements.py)
+
+
+class _NewestVersions:
+    """Per (thread, namespace): the channel versions of the newest checkpoint this saver
+    wrote or read, and the elements its manifests name. ``get_tuple`` reads those values
+    and elements in the same round trip as the checkpoint (a wrong guess costs only a
+    second round trip for the missing ones); ``put`` leaves out the elements its parent
+    names (elements.py)."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self._size = size
+        self._threads: dict[str, dict[str, Newest]] = {}
+
+    def get(self, key: tuple[str, str]) -> dict[str, Any]:
+        newest = self.entry(key)
+        return newest.versions if newest else {}
+
+    def entry(self, key: tuple[str, str]) -> Newest | None:
+        return self._threads.get(key[0], {}).get(key[1])
+
+    def elements(self, thread_id: str) -> list[bytes]:
+        """Every element digest remembered for the thread (any namespace)."""
+        return sorted(
+            {
+                d
+                for newest in list(self._threads.get(thread_id, {}).values())
+                for digests in newest.manifests.values()
+                for d in digests
+            }
+        )
+
+    def remember(
+        self,
+        key: tuple[str, str],
+        versions: Mapping[str, Any],
+        checkpoint_id: str = "",
+        manifests: Mapping[str, tuple[bytes, ...]] | None = None,
+    ) -> None:
+        if len(self._threads) >= self._size:
+            self._threads.clear()  # crude, but safe from any thread
+        # A copy: the caller's dict may change.
+        newest = Newest(checkpoint_id, dict(versions), dict(manifests or {}))
+        self._threads.setdefault(key[0], {})[key[1]] = newest
+
+    def forget(self, thread_id: str) -> None:
+        self._threads.pop(thread_id, None)

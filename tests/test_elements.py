@@ -1,0 +1,235 @@
+"""Linear memory for list-valued channels (elements.py): each message is stored once per
+thread, verified by its digest, sent once, read once per process, and exact under
+retention, copy, damage and a lost element hash."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from typing import Any
+
+import pytest
+import redis
+from langgraph.checkpoint.base import empty_checkpoint
+
+from langgraph_durable import AsyncRedisSaver, CheckpointLostError, RedisSaver
+from langgraph_durable.ops import Batch
+from langgraph_durable.repair import repair
+from tests.helpers import graphs
+from tests.helpers.plans import RoundTrips
+from tests.helpers.redis_keys import flipped
+
+
+def run_react(saver: Any, thread_id: str, rounds: int) -> dict[str, Any]:
+    graph = graphs.react_graph(rounds, payload=3000, realistic=True).compile(checkpointer=saver)
+    return graph.invoke(graphs.react_input(), {"configurable": {"thread_id": thread_id}})
+
+
+def latest(thread_id: str) -> dict[str, Any]:
+    return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+
+
+def value_bytes(client: redis.Redis, saver: RedisSaver, thread_id: str) -> int:
+    """Bytes of every channel value, element and pending write the thread stores."""
+    tk = saver.keys.thread(thread_id)
+    return sum(len(v) for key in (tk.bl, tk.el, tk.wr) for v in client.hvals(key))
+
+
+def text_of(state: dict[str, Any]) -> int:
+    return sum(len(m.content) for m in state["messages"])
+
+
+def test_a_growing_message_list_costs_each_message_once(
+    saver: RedisSaver, redis_client: redis.Redis
+) -> None:
+    short, long = run_react(saver, "r10", 10), run_react(saver, "r20", 20)
+    tk = saver.keys.thread("r20")
+    # One element per message, whatever the number of checkpoints that hold it (a tool
+    # result may be stored twice: as its task wrote it, before add_messages gave it an id).
+    assert len(long["messages"]) <= redis_client.hlen(tk.el) <= len(long["messages"]) + 20
+    # Linear, not quadratic: twice the rounds, about twice the bytes (whole lists: ~3.6x).
+    growth = value_bytes(redis_client, saver, "r20") / value_bytes(redis_client, saver, "r10")
+    assert growth < 2.4, growth
+    memory = sum(redis_client.memory_usage(k, samples=0) or 0 for k in tk.all())
+    assert memory < 4 * text_of(long), (memory, text_of(long))  # whole lists: ~16x
+    assert (
+        saver.get_tuple(latest("r10")).checkpoint["channel_values"]["messages"] == short["messages"]
+    )
+
+
+def test_a_put_sends_only_the_messages_its_parent_lacks(saver: RedisSaver) -> None:
+    graph = graphs.react_graph(6, payload=3000, realistic=True).compile(checkpointer=saver)
+    trips = RoundTrips(graph.checkpointer)
+    out = graph.invoke(graphs.react_input(), {"configurable": {"thread_id": "sent"}})
+    tk = saver.keys.thread("sent")
+    sent = [
+        command[2]
+        for op in trips.ops
+        if isinstance(op, Batch)
+        for command in op.commands
+        if isinstance(command, tuple) and command[:2] == ("HSETNX", tk.el)
+    ]
+    # Each message goes at most twice: with the task's writes, with the checkpoint that
+    # first holds it; never again with the checkpoints after.
+    assert len(sent) <= 2 * len(out["messages"]), len(sent)
+    assert max(sent.count(d) for d in set(sent)) <= 2
+
+
+def test_a_read_moves_manifests_and_a_fresh_process_reads_the_same(
+    saver: RedisSaver, redis_url: str, key_prefix: str
+) -> None:
+    out = run_react(saver, "read", 5)
+    trips = RoundTrips(saver)
+    tup = saver.get_tuple(latest("read"))
+    assert tup.checkpoint["channel_values"]["messages"] == out["messages"]
+    assert trips.reset() == 1  # one round trip; the messages come from this process
+    tk = saver.keys.thread("read")
+    for op in trips.ops:
+        assert all(c[:2] != ("HMGET", tk.el) for c in getattr(op, "commands", [])), op
+    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as fresh:
+        cold = RoundTrips(fresh)
+        assert fresh.get_tuple(latest("read")).checkpoint == tup.checkpoint
+        assert cold.reset() <= 3  # the checkpoint, its values, their elements
+        listed = [
+            t.checkpoint["channel_values"].get("messages") for t in fresh.list(latest("read"))
+        ]
+        assert listed[0] == out["messages"] and listed[-1] is None  # the input checkpoint
+
+
+def put_messages(saver: Any, parent: dict[str, Any], messages: list[str], step: int) -> Any:
+    """A checkpoint whose list channel ``messages`` holds ``messages``."""
+    stored = saver.get_tuple(parent)
+    cp = empty_checkpoint()
+    version = saver.get_next_version(
+        stored.checkpoint["channel_versions"]["messages"] if stored else None, None
+    )
+    cp["channel_values"] = {"messages": list(messages)}
+    cp["channel_versions"] = {"messages": version}
+    return saver.put(parent, cp, {"source": "loop", "step": step}, {"messages": version})
+
+
+def words(name: str) -> str:
+    return f"{name}: " + " ".join(graphs.prose(200, hash(name) % 1000).split())
+
+
+def element_digests(client: redis.Redis, saver: RedisSaver, thread_id: str) -> set[bytes]:
+    return set(client.hkeys(saver.keys.thread(thread_id).el))
+
+
+def digests_of(saver: RedisSaver, texts: list[str]) -> set[bytes]:
+    """The digests the saver gives these messages (as stored: plain, not compressed)."""
+    out = set()
+    for text in texts:
+        type_, data = saver.serde.dumps_typed(text)
+        plain = type_.encode() + b"\x00" + data
+        out.add(hashlib.blake2b(plain, digest_size=16).digest())
+    return out
+
+
+def test_retention_deletes_an_element_once_no_checkpoint_names_it(
+    saver: RedisSaver, redis_client: redis.Redis
+) -> None:
+    a, b, c, d = (words(n) for n in "abcd")
+    first = put_messages(saver, latest("gc"), [a, b], 1)
+    second = put_messages(saver, first, [a, b, c], 2)
+    saver.put_writes(second, [("messages", [d])], "task")  # names d too
+    put_messages(saver, second, [a, c, d], 3)  # b removed (RemoveMessage)
+    assert element_digests(redis_client, saver, "gc") == digests_of(saver, [a, b, c, d])
+    saver.prune(["gc"], keep_last=2)  # the first checkpoint goes; b stays (second has it)
+    assert element_digests(redis_client, saver, "gc") == digests_of(saver, [a, b, c, d])
+    saver.prune(["gc"], keep_last=1)  # b is named by nothing left; d by the newest
+    assert element_digests(redis_client, saver, "gc") == digests_of(saver, [a, c, d])
+    assert saver.get_tuple(latest("gc")).checkpoint["channel_values"]["messages"] == [a, c, d]
+
+
+def test_a_copied_thread_outlives_its_source(saver: RedisSaver, redis_client: redis.Redis) -> None:
+    out = run_react(saver, "source", 3)
+    saver.copy_thread("source", "copy")
+    saver.delete_thread("source")
+    assert (
+        saver.get_tuple(latest("copy")).checkpoint["channel_values"]["messages"] == out["messages"]
+    )
+    assert saver.verify("copy").ok
+
+
+def test_a_damaged_element_is_never_read(
+    saver: RedisSaver, redis_url: str, key_prefix: str, redis_client: redis.Redis
+) -> None:
+    a, b, c = (words(n) for n in "abc")
+    first = put_messages(saver, latest("hurt"), [a, b], 1)
+    put_messages(saver, first, [a, b, c], 2)
+    tk = saver.keys.thread("hurt")
+    (damaged,) = digests_of(saver, [c])
+    redis_client.hset(tk.el, damaged, flipped(redis_client.hget(tk.el, damaged)))
+    # A process that has not seen c reads Redis: the checkpoint naming c is skipped.
+    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as fresh:
+        tup = fresh.get_tuple(latest("hurt"))
+        assert tup.checkpoint["channel_values"]["messages"] == [a, b]
+        report = fresh.recovery_report("hurt")
+        assert report is not None and report.fell_back
+        assert f"checksum mismatch element {damaged.hex()}" in report.skipped[0].reason
+        found = fresh.verify("hurt")
+        assert ("element", damaged.hex()) in {(f.kind, f.field) for f in found.findings}
+        fresh.drive(repair(fresh.core, "hurt"))  # `langgraph-durable verify --repair`
+        assert not redis_client.hexists(tk.el, damaged)
+
+
+def test_swapped_elements_are_damage_never_another_message(
+    redis_url: str, key_prefix: str, redis_client: redis.Redis
+) -> None:
+    """Someone who can write to Redis swaps two stored messages: no read returns one in
+    the other's place, signed or not."""
+    with RedisSaver.from_conn_string(
+        redis_url, key_prefix=key_prefix, signing_key=b"k" * 32
+    ) as saver:
+        a, b = words("a"), words("b")
+        put_messages(saver, latest("swap"), [a, b], 1)
+        tk = saver.keys.thread("swap")
+        da, db = sorted(digests_of(saver, [a, b]))
+        ea, eb = redis_client.hget(tk.el, da), redis_client.hget(tk.el, db)
+        redis_client.hset(tk.el, mapping={da: eb, db: ea})
+    with RedisSaver.from_conn_string(
+        redis_url, key_prefix=key_prefix, signing_key=b"k" * 32
+    ) as fresh:
+        assert fresh.get_tuple(latest("swap")) is None  # its one checkpoint is damaged
+        assert "checksum mismatch element" in fresh.recovery_report("swap").skipped[0].reason
+
+
+def test_a_lost_element_hash_stops_the_next_put(
+    saver: RedisSaver, redis_client: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The element hash alone evicted (or expired, or deleted): a put that passes on the
+    parent's messages without sending them is refused, not stored unreadable."""
+    a, b, c = (words(n) for n in "abc")
+    first = put_messages(saver, latest("lost"), [a, b], 1)
+    redis_client.delete(saver.keys.thread("lost").el)
+    with pytest.raises(CheckpointLostError, match="elements of the message lists"):
+        put_messages(saver, first, [a, b, c], 2)
+    with caplog.at_level(logging.ERROR, logger="langgraph_durable"):
+        assert saver.get_tuple(latest("lost")).checkpoint["channel_values"] == {
+            "messages": [a, b]  # from this process, which holds them: never damaged data
+        }
+
+
+def test_small_lists_and_other_values_are_stored_whole(
+    saver: RedisSaver, redis_client: redis.Redis
+) -> None:
+    put_messages(saver, latest("small"), [1, 2, 3], 1)
+    assert redis_client.hlen(saver.keys.thread("small").el) == 0
+    assert saver.get_tuple(latest("small")).checkpoint["channel_values"]["messages"] == [1, 2, 3]
+
+
+def test_the_async_saver_stores_and_reads_elements(
+    redis_url: str, key_prefix: str, redis_client: redis.Redis
+) -> None:
+    async def scenario() -> tuple[Any, Any]:
+        async with AsyncRedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as saver:
+            graph = graphs.react_graph(3, payload=3000, realistic=True).compile(checkpointer=saver)
+            out = await graph.ainvoke(graphs.react_input(), latest("async"))
+        async with AsyncRedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as fresh:
+            return out, await fresh.aget_tuple(latest("async"))
+
+    out, tup = asyncio.run(scenario())
+    assert tup.checkpoint["channel_values"]["messages"] == out["messages"]
+    assert redis_client.hlen(f"{key_prefix}:{{async}}:el") >= len(out["messages"])

@@ -1,0 +1,102 @@
+"""The element form of list values (elements.py), without a server: a list split into
+elements and joined again is the same list, element bytes are what serializing each
+alone gives, every element is verified by its digest, and the cache stays bounded."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+from langgraph_durable import elements
+from langgraph_durable.compression import Compression
+from langgraph_durable.elements import ElementCache, ElementDamagedError
+from langgraph_durable.errors import RecordDamagedError
+
+SERDE = JsonPlusSerializer()
+texts = st.text(min_size=0, max_size=300)
+messages = st.one_of(
+    st.builds(HumanMessage, content=texts),
+    st.builds(AIMessage, content=texts, id=st.uuids().map(str)),
+    st.builds(ToolMessage, content=texts, tool_call_id=st.text(min_size=1, max_size=20)),
+)
+ints = st.integers(min_value=-(2**63), max_value=2**64 - 1)  # what msgpack can hold
+values = st.lists(
+    st.one_of(messages, texts, ints, st.dictionaries(texts, ints, max_size=3)),
+    max_size=12,
+)
+
+
+def split(value: Any, cache: ElementCache | None = None, **kw: Any) -> Any:
+    return elements.split(
+        SERDE,
+        Compression("zstd", min_bytes=64),
+        value,
+        cache or ElementCache(),
+        thread_id="t",
+        what="a test value",
+        limit=1 << 20,
+        **kw,
+    )
+
+
+@given(values)
+def test_a_split_list_joins_back_to_the_same_list(value: list[Any]) -> None:
+    parts, whole = split(value, min_elements=1)
+    if parts is None:  # not worth splitting: the whole value was serialized on the way
+        assert whole is None or SERDE.loads_typed(whole) == value
+        return
+    serialized = [Compression.unpack(*elements.unpack(d, parts.stored[d])) for d in parts.digests]
+    assert [SERDE.loads_typed(s) for s in serialized] == value
+    joined = elements.joined(serialized)
+    assert joined is not None and SERDE.loads_typed(joined) == value
+    assert elements.digests_of(parts.manifest) == parts.digests
+
+
+@given(values)
+def test_an_elements_bytes_are_what_serializing_it_alone_gives(value: list[Any]) -> None:
+    parts = elements._msgpack_elements(SERDE.dumps_typed(value), len(value))
+    assert parts == [SERDE.dumps_typed(e)[1] for e in value]
+
+
+def test_lists_of_small_elements_stay_whole() -> None:
+    parts, whole = split(list(range(50)))
+    assert parts is None and SERDE.loads_typed(whole) == list(range(50))
+    assert split([HumanMessage("x" * 100)]) == (None, None)  # one element: not a list to split
+    assert split(("a" * 100, "b" * 100)) == (None, None)  # a tuple stays as it is
+
+
+def test_an_element_is_verified_by_its_digest() -> None:
+    parts, _ = split([HumanMessage("x" * 200), HumanMessage("y" * 200)])
+    digest = parts.digests[0]
+    stored = parts.stored[digest]
+    assert Compression.unpack(*elements.unpack(digest, stored))[0] == "msgpack"
+    with pytest.raises(ElementDamagedError, match="checksum mismatch element"):
+        elements.unpack(digest, stored[:-1] + bytes([stored[-1] ^ 1]))
+    with pytest.raises(ElementDamagedError, match=f"missing element {digest.hex()}"):
+        elements.unpack(digest, None)
+    with pytest.raises(RecordDamagedError):
+        elements.digests_of(parts.manifest[:-1])  # not a whole number of digests
+
+
+def test_a_cached_element_is_not_hashed_or_compressed_again() -> None:
+    cache = ElementCache()
+    value = [HumanMessage("x" * 200, id="1"), HumanMessage("y" * 200, id="2")]
+    first, _ = split(value, cache)
+    again, _ = split(value, cache)
+    assert again == first
+    assert all(cache.get(d) is not None for d in first.digests)
+
+
+def test_the_cache_stays_within_its_bound() -> None:
+    cache = ElementCache(max_bytes=1000)
+    for i in range(20):
+        cache.add(bytes([i]) * 16, "msgpack", b"x" * 100, None, None)
+        assert cache._size <= 1000
+    assert cache.get(bytes([19]) * 16) is not None
+    cache.add(b"z" * 16, "msgpack", b"x" * 2000, None, None)  # larger than the bound
+    assert cache.get(b"z" * 16) is None
