@@ -59,6 +59,7 @@ class RecordCodec:
     max_record_bytes: int
     compression: Compression
     element_cache: elements.ElementCache
+    list_elements: bool  # False: lists stored whole, as releases before elements did
     recovery_reports: dict[tuple[str, str], RecoveryReport]
 
     @property
@@ -214,6 +215,8 @@ class RecordCodec:
     def _split(
         self, thread_id: str, value: Any, what: str, min_elements: int
     ) -> tuple[elements.Split | None, tuple[str, bytes] | None]:
+        if not self.list_elements:
+            return None, None
         return elements.split(
             self.serde,
             self.compression,

@@ -69,6 +69,7 @@ class SaverCore(
         repair_on_read: bool = True,
         compression: Compression | None = None,
         refresh_on_read: bool = False,
+        list_elements: bool = True,
     ) -> None:
         self.serde = serde
         self.repair_on_read = repair_on_read
@@ -82,6 +83,7 @@ class SaverCore(
         self.recovery_reports: dict[tuple[str, str], RecoveryReport] = {}
         self._newest_versions = _NewestVersions()
         self.element_cache = ElementCache()
+        self.list_elements = list_elements
         self.run_index = RunIndex(keys, ttl)
         self.max_record_bytes = inputs.MAX_RECORD_BYTES  # Redis's proto-max-bulk-len
         self.compression = compression or Compression(None)

@@ -74,6 +74,12 @@ class SaverOptions(BaseCheckpointSaver[str]):
             Records are checksummed or signed over the compressed bytes and verified
             before they are decompressed. Any saver reads compressed records whatever
             its setting.
+        list_elements: True (the default): each element of a list-valued channel
+            (``add_messages``, ``operator.add``) and of a pending write's list is stored
+            once per thread, and a value names its elements by digest, so a thread's
+            memory grows with its messages, not with their square. False stores whole
+            lists, readable by releases before this one (set it before such a rollback).
+            Any saver reads both forms whatever its setting.
         checkpoint_prefix: langgraph-checkpoint-redis's name for ``key_prefix``.
         checkpoint_write_prefix: langgraph-checkpoint-redis's; has no counterpart here
             (writes live beside their checkpoints), so giving it raises
@@ -97,6 +103,7 @@ class SaverOptions(BaseCheckpointSaver[str]):
         repair_on_read: bool = True,
         accept_format_1: bool = True,
         compression: str | None = "auto",
+        list_elements: bool = True,
         checkpoint_prefix: str | None = None,
         checkpoint_write_prefix: str | None = None,
     ) -> None:
@@ -119,6 +126,8 @@ class SaverOptions(BaseCheckpointSaver[str]):
             raise ConfigurationError(
                 f"replica_timeout must be a number of seconds > 0, got {replica_timeout!r}"
             )
+        if not isinstance(list_elements, bool):
+            raise ConfigurationError(f"list_elements must be True or False, got {list_elements!r}")
         if not isinstance(repair_on_read, bool):
             raise ConfigurationError(
                 f"repair_on_read must be True or False, got {repair_on_read!r}"
@@ -151,6 +160,7 @@ class SaverOptions(BaseCheckpointSaver[str]):
             repair_on_read=repair_on_read,
             compression=Compression(resolve_compression(compression)),
             refresh_on_read=refresh_on_read,
+            list_elements=list_elements,
         )
 
     @property

@@ -233,3 +233,32 @@ def test_the_async_saver_stores_and_reads_elements(
     out, tup = asyncio.run(scenario())
     assert tup.checkpoint["channel_values"]["messages"] == out["messages"]
     assert redis_client.hlen(f"{key_prefix}:{{async}}:el") >= len(out["messages"])
+
+
+def test_whole_lists_on_request_and_either_form_reads_back(
+    redis_url: str, key_prefix: str, redis_client: redis.Redis
+) -> None:
+    """``list_elements=False`` (before a rollback to a release without elements) stores
+    whole lists; a thread written in both forms reads back whole with either setting."""
+    a, b, c = (words(n) for n in "abc")
+    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as split:
+        first = put_messages(split, latest("mixed"), [a, b], 1)
+    with RedisSaver.from_conn_string(
+        redis_url, key_prefix=key_prefix, list_elements=False
+    ) as whole:
+        put_messages(whole, first, [a, b, c], 2)
+        tk = whole.keys.thread("mixed")
+        assert redis_client.hlen(tk.el) == 2  # the first checkpoint's only
+        assert whole.get_tuple(latest("mixed")).checkpoint["channel_values"]["messages"] == [
+            a,
+            b,
+            c,
+        ]
+        assert whole.get_tuple(first).checkpoint["channel_values"]["messages"] == [a, b]
+    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as fresh:
+        assert [
+            t.checkpoint["channel_values"]["messages"] for t in fresh.list(latest("mixed"))
+        ] == [
+            [a, b, c],
+            [a, b],
+        ]

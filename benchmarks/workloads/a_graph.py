@@ -125,7 +125,7 @@ def prose_memory(b: Bench, rounds: int, admin: redis.Redis) -> dict[str, dict[st
             continue
         thread_id = b.thread(key, "prose")
         config: RunnableConfig = {"configurable": {"thread_id": thread_id}, "recursion_limit": 1000}
-        state = h.invoke(builder.compile(checkpointer=h.saver), graphs.react_input(), config)
+        state = b.do(h.invoke(builder.compile(checkpointer=h.saver), graphs.react_input(), config))
         text = sum(len(str(m.content)) for m in state["messages"])
         memory = thread_memory(admin, h.thread_patterns(thread_id))
         out[key] = {
