@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import redis.asyncio
 import redis.asyncio.cluster
 
-from langgraph_durable import compat, connect, fencing
+from langgraph_durable import compat, connect, fencing, wire
 from langgraph_durable.base import BaseRedisSaver
 from langgraph_durable.errors import EventLoopError
 from langgraph_durable.ops import Emit, Plan
@@ -42,6 +42,8 @@ class AsyncRedisSaver(PlanShell, BaseRedisSaver):
     Its sync methods (used by ``graph.invoke`` and ``graph.get_state``) run the async
     ones on the saver's event loop and must be called from another thread.
     """
+
+    _wire = staticmethod(wire.around_trip)
 
     def __init__(
         self,

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import redis
 import redis.cluster
 
-from langgraph_durable import compat, connect
+from langgraph_durable import compat, connect, wire
 from langgraph_durable.base import BaseRedisSaver
 from langgraph_durable.ops import Emit, Plan
 from langgraph_durable.shell import PlanShell, Steps
@@ -53,6 +53,8 @@ class RedisSaver(PlanShell, BaseRedisSaver):
         ConfigurationError: no client or URL, or more than one; a client that cannot
             work; an option or client option that is wrong, naming it.
     """
+
+    _wire = staticmethod(wire.round_trip)
 
     def __init__(
         self,

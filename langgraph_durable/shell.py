@@ -12,8 +12,9 @@ catching a reply error is written once too. Rules it keeps:
   * A refused script call is typed through ``reply_codes.py``; a batch raises its first
     error, typed, unless it asked for ``errors_as_values``.
   * ``WAIT`` has no key: on a cluster it goes to the node that holds the write's key.
-  * A batch's ``ahead`` commands share its pipeline, except in a cluster transaction
-    (MULTI is one slot there): then they go first, as their own pipeline.
+  * A batch is one round trip (``wire.py`` on one server, redis-py's pipeline on a
+    cluster). Its ``ahead`` commands share it, except in a cluster transaction (MULTI is
+    one slot there): then they go first, as their own pipeline.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from redis.exceptions import ResponseError
 
-from langgraph_durable import compat, connect, hazards, reply_codes
+from langgraph_durable import compat, connect, hazards, reply_codes, wire
 from langgraph_durable.ops import Batch, Command, Emit, Plan, ScanKeys, Script, WaitReplicas
 from langgraph_durable.scripts import ScriptSet, server_version
 
@@ -47,6 +48,8 @@ class PlanShell:
     core: SaverCore
     ttl: int | None
     _scripts: ScriptSet
+    # wire.round_trip (sync) or wire.around_trip (asyncio): a batch's one round trip
+    _wire: Callable[..., Any] | None = None
 
     def _use_client(self, client: Any, *, asyncio: bool, **where: Any) -> None:
         """Run on ``client``, or on one made as ``where`` says (``compat.open_client``)."""
@@ -100,10 +103,7 @@ class PlanShell:
                 _log_errors(ahead, (yield partial(pipe.execute, raise_on_error=False)))
                 ahead = []
             for first_try in (True, False):
-                pipe = self.client.pipeline(transaction=op.atomic)
-                for command in ahead + commands:
-                    pipe.execute_command(*command)
-                results = yield partial(pipe.execute, raise_on_error=False)
+                results = yield self._round_trip([*ahead, *commands], op.atomic)
                 _log_errors(ahead, results[: len(ahead)])
                 results = results[len(ahead) :]
                 if first_try and any(reply_codes.is_noscript(r) for r in results):
@@ -126,6 +126,16 @@ class PlanShell:
         if isinstance(op, ScanKeys):
             return (yield partial(self._scan_keys, op.pattern))
         raise TypeError(f"unknown operation {op!r}")
+
+    def _round_trip(self, commands: list[tuple[Any, ...]], atomic: bool) -> Any:
+        """The call that sends ``commands`` in one round trip (MULTI/EXEC if ``atomic``):
+        ``wire.py`` on one server, redis-py's pipeline on a cluster or another client."""
+        if self._wire is not None and not self.cluster and wire.usable(self.client):
+            return partial(self._wire, self.client, commands, atomic)
+        pipe = self.client.pipeline(transaction=atomic)
+        for command in commands:
+            pipe.execute_command(*command)
+        return partial(pipe.execute, raise_on_error=False)
 
     def _load_scripts(self) -> Steps[None]:
         for source in self._scripts.sources():

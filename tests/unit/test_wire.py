@@ -1,0 +1,61 @@
+"""One round trip without redis-py's Pipeline (wire.py), driven by hand: what is sent,
+how replies come back in order, error replies as results, MULTI/EXEC and its abort."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from redis.exceptions import ExecAbortError, ResponseError
+
+from langgraph_durable.wire import READ, SEND, exchange
+
+CALLBACKS = {"HGETALL": lambda reply: dict(zip(reply[::2], reply[1::2]))}
+
+
+def drive(steps: Any, replies: list[Any]) -> tuple[list[Any], list[str], Any]:
+    """Run an exchange: what it sent, the names it read, its result."""
+    sent: list[Any] = []
+    names: list[str] = []
+    reply: Any = None
+    while True:
+        try:
+            op, arg = steps.send(reply)
+        except StopIteration as stop:
+            return sent, names, stop.value
+        if op == SEND:
+            sent.append(arg)
+            reply = None
+        else:
+            assert op == READ
+            names.append(arg)
+            reply = replies.pop(0)
+
+
+def test_a_batch_is_one_write_and_its_replies_in_order() -> None:
+    commands = [("HSETNX", "k", "f", b"v"), ("HGETALL", "h"), ("EVALSHA", "x", 0)]
+    error = ResponseError("WRONGTYPE Operation against a key holding the wrong kind of value")
+    sent, names, result = drive(exchange(commands, False, CALLBACKS), [1, error, 7])
+    assert sent == [commands]  # one write
+    assert names == ["HSETNX", "HGETALL", "EVALSHA"]  # the driver applies each callback
+    assert result == [1, error, 7]  # an error reply is that command's result
+
+
+def test_a_transaction_wraps_the_batch_and_applies_the_callbacks() -> None:
+    commands = [("HGETALL", "h"), ("EVALSHA", "x", 0)]
+    error = ResponseError("LGD_FENCED 3 4")
+    replies = [b"OK", b"QUEUED", b"QUEUED", [[b"a", b"1"], error]]
+    sent, names, result = drive(exchange(commands, True, CALLBACKS), replies)
+    assert sent == [[("MULTI",), *commands, ("EXEC",)]]
+    assert names == ["_"] * 4
+    assert result == [{b"a": b"1"}, error]
+
+
+def test_a_transaction_refused_when_queued_raises_why() -> None:
+    commands = [("HSETNX", "k", "f", b"v"), ("EVALSHA", "x", 0)]
+    oom = ResponseError("OOM command not allowed when used memory > 'maxmemory'")
+    abort = ExecAbortError("EXECABORT Transaction discarded because of previous errors.")
+    with pytest.raises(ResponseError, match="OOM"):
+        drive(exchange(commands, True, CALLBACKS), [b"OK", oom, b"QUEUED", abort])
+    with pytest.raises(ResponseError, match="wrong number of replies"):
+        drive(exchange(commands, True, CALLBACKS), [b"OK", b"QUEUED", b"QUEUED", [1]])
