@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 
@@ -22,6 +23,11 @@ class Newest:
     checkpoint_id: str
     versions: dict[str, Any]
     manifests: dict[str, tuple[bytes, ...]]  # channel -> digests of its elements (elements.py)
+
+    @cached_property
+    def digests(self) -> frozenset[bytes]:
+        """Every element its manifests name."""
+        return frozenset(d for digests in self.manifests.values() for d in digests)
 
 
 class _NewestVersions:

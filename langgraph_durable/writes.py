@@ -97,17 +97,19 @@ class WritePlans(RetentionPlans):
         # Elements the parent's manifests name are there while the parent is (retention
         # keeps them): not sent again. One of them is checked (a lost element hash).
         parent = self._newest_versions.entry((thread_id, ns)) if parent_id else None
-        known: set[bytes] = set()
-        if parent is not None and parent.checkpoint_id == parent_id:
-            known = {d for digests in parent.manifests.values() for d in digests}
-            for channel, version in checkpoint["channel_versions"].items():
-                if channel in new_versions or channel not in parent.manifests:
-                    continue
-                if parent.versions.get(channel) == version:  # kept unchanged
-                    manifests[channel] = parent.manifests[channel]
+        known: frozenset[bytes] = frozenset()
+        witness = b""
+        if parent is not None and parent.checkpoint_id == parent_id and parent.manifests:
+            for channel, digests in parent.manifests.items():
+                if channel not in new_versions and parent.versions.get(channel) == checkpoint[
+                    "channel_versions"
+                ].get(channel):  # kept unchanged
+                    manifests[channel] = digests
+                    witness = witness or digests[0]
+            if new_elements:
+                known = parent.digests
+                witness = witness or next((d for d in new_elements if d in known), b"")
         elements = sorted((d, e) for d, e in new_elements.items() if d not in known)
-        named = {d for digests in manifests.values() for d in digests}
-        witness = min(named & known, default=b"")
         args: list[Any] = [
             self.ttl_arg,
             held_token(self.keys.prefix, thread_id),
