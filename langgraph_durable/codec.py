@@ -145,18 +145,28 @@ class RecordCodec:
         return self._load_elements(digests, values)
 
     def _load_elements(self, digests: tuple[bytes, ...], values: Mapping[str, Any]) -> list[Any]:
-        """The list a manifest names: each element from the cache, else verified from
-        ``values.elements`` (then cached), deserialized through the allowlist."""
+        """The list a manifest names: each element from the cache (where ``values``
+        trusts it), else verified from ``values.elements`` (then cached), deserialized
+        through the allowlist. A list of more than ``max_record_bytes`` serialized (what
+        one record may hold: a forged manifest naming one element many times) is damage,
+        not a reader out of memory."""
         found = getattr(values, "elements", {})
         cache = self.element_cache
+        trusted = getattr(values, "trust_cache", True)
         accepted = accepted_types(self.serde)
         serialized = []
+        total = 0
         for digest in digests:
-            known = cache.get(digest)
+            known = cache.get(digest) if trusted else None
             if known is None:
                 type_, data = self.compression.unpack(*elements.unpack(digest, found.get(digest)))
                 cache.add(digest, type_, data, None, None)
                 known = type_, data
+            total += len(known[1])
+            if total > self.max_record_bytes:
+                raise RecordDamagedError(
+                    f"undecompressable: a list of more than {self.max_record_bytes} bytes"
+                )
             serialized.append(known)
         array = elements.joined(serialized)  # one deserialization for the whole list
         if array is not None:
@@ -167,23 +177,23 @@ class RecordCodec:
 
     def _manifest_of(self, thread_id: str, blob_field: str, record: bytes | None) -> Any:
         """The digests a channel value record names if it is a manifest that verifies,
-        else None (a value stored whole, or damage ``_open_blob`` will report)."""
+        () for a value stored whole, None for damage (``_open_blob`` will report it)."""
         if not elements.may_be_manifest(record):
-            return None
+            return () if record is not None else None
         try:
             type_, data = self._open("bl", thread_id, blob_field, record)
-            return elements.digests_of(data) if type_ == elements.MARK else None
+            return elements.digests_of(data) if type_ == elements.MARK else ()
         except (RecordDamagedError, ValueError, TypeError):
             return None
 
     def _write_manifest_of(self, thread_id: str, member: str, record: bytes | None) -> Any:
         """The digests a pending write's record names if it is a manifest that verifies,
-        else None."""
+        () for a write stored whole, None for damage."""
         if not elements.may_be_manifest(record, window=-1):
-            return None
+            return () if record is not None else None
         try:
             _, type_, data = self._open("wr", thread_id, member, record)
-            return elements.digests_of(data) if type_ == elements.MARK else None
+            return elements.digests_of(data) if type_ == elements.MARK else ()
         except (RecordDamagedError, ValueError, TypeError):
             return None
 

@@ -15,6 +15,7 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import DeltaChannelHistory, PendingWrite
 
+from langgraph_durable.elements import ElementDamagedError
 from langgraph_durable.errors import CheckpointCorruptedError, RecordDamagedError
 from langgraph_durable.inputs import configurable
 from langgraph_durable.ops import Plan
@@ -131,13 +132,16 @@ class DeltaHistoryPlans(ReadPlans):
                     try:
                         value = self._open_blob(thread_id, blob_field, blobs)
                     except RecordDamagedError as exc:
-                        if Damage.of(exc.reason) is Damage.MISSING:
+                        # A value never stored is no seed here; a seed whose element is
+                        # gone is damage: skipping it would rebuild a wrong value.
+                        missing = Damage.of(exc.reason) is Damage.MISSING
+                        if missing and not isinstance(exc, ElementDamagedError):
                             continue
                         raise CheckpointCorruptedError(
                             thread_id=thread_id,
                             checkpoint_ns=ns,
                             checkpoint_id=d.checkpoint_id,
-                            key=tk.bl,
+                            key=tk.el if isinstance(exc, ElementDamagedError) else tk.bl,
                             reason=f"{exc.reason} channel value {ch!r}",
                         ) from exc
                     if value is not _NO_VALUE:

@@ -28,6 +28,7 @@ bytes per message per checkpoint, instead of the whole list again at every check
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -156,6 +157,7 @@ class ElementCache:
 
     def __init__(self, max_bytes: int = 32 << 20) -> None:
         self.max_bytes = max_bytes
+        self._lock = threading.Lock()  # the size count; the dicts are safe on their own
         self._size = 0
         self._by_digest: dict[bytes, tuple[str, bytes]] = {}
         self._by_content: dict[bytes, tuple[bytes, bytes]] = {}
@@ -173,12 +175,13 @@ class ElementCache:
         size += len(packed) if packed is not None and packed is not plain else 0
         if size > self.max_bytes:
             return
-        if self._size + size > self.max_bytes:
-            self._by_digest, self._by_content, self._size = {}, {}, 0
-        self._by_digest[digest] = (type_, data)
-        if plain is not None and packed is not None:
-            self._by_content[plain] = (digest, packed)
-        self._size += size
+        with self._lock:
+            if self._size + size > self.max_bytes:
+                self._by_digest, self._by_content, self._size = {}, {}, 0
+            self._by_digest[digest] = (type_, data)
+            if plain is not None and packed is not None:
+                self._by_content[plain] = (digest, packed)
+            self._size += size
 
 
 def digests_of(manifest: Any) -> tuple[bytes, ...]:
@@ -216,8 +219,10 @@ class ValueRecords(dict[str, "bytes | None"]):
     opened and verified (blob field -> digests), so none is verified twice, and the
     digests the manifests of pending writes name (write member -> digests)."""
 
-    def __init__(self, *args: Any) -> None:
+    def __init__(self, *args: Any, trust_cache: bool = True) -> None:
         super().__init__(*args)
+        # False: every element must be in Redis (verify, retention's pin), not only here.
+        self.trust_cache = trust_cache
         self.elements: dict[bytes, bytes | None] = {}
         self.manifests: dict[str, tuple[bytes, ...]] = {}
         self.write_manifests: dict[str, tuple[bytes, ...]] = {}
@@ -230,14 +235,21 @@ class ValueRecords(dict[str, "bytes | None"]):
             self.write_manifests.update(other.write_manifests)
 
     def wanted_elements(self, cache: ElementCache) -> list[bytes]:
-        """Digests the opened manifests name that were not read yet and are not cached."""
+        """Digests the opened manifests name that were not read yet (and are not cached,
+        where the cache is trusted)."""
         named = named_by((*self.manifests.values(), *self.write_manifests.values()))
-        return sorted(d for d in named - self.elements.keys() if cache.get(d) is None)
+        return sorted(
+            d for d in named - self.elements.keys() if not self.trust_cache or cache.get(d) is None
+        )
 
     def lacking(self, cache: ElementCache) -> set[str]:
         """Blob fields without a record, and blob fields and write members whose manifest
         names an element Redis lacked (and ``cache`` too)."""
-        gone = {d for d, e in self.elements.items() if e is None and cache.get(d) is None}
+        gone = {
+            d
+            for d, e in self.elements.items()
+            if e is None and (not self.trust_cache or cache.get(d) is None)
+        }
         named = (*self.manifests.items(), *self.write_manifests.items())
         return {f for f, record in self.items() if record is None} | {
             f for f, digests in named if gone.intersection(digests)

@@ -19,9 +19,12 @@ make ``T`` the Redis Cluster hash tag, so every key of a thread lives in one slo
                       (its "timeline member"): with ``cps``' root range, it gives every
                       namespace's checkpoints newest first by id in O(log n) (``list``
                       without a namespace); a graph without subgraphs leaves it empty
-    P:{T}:el    HASH  element digest (32 hex digits) -> stored element: the elements of
+    P:{T}:el    HASH  element digest (16 raw bytes) -> stored element: the elements of
                       list-valued channels, each stored once per thread, which a channel
                       value's manifest names by digest (elements.py)
+    P:{T}:gen   STRING  the thread's write generation: every checkpoint, pending-write
+                      or copy write increments it, and a retention deletion planned at
+                      one generation does nothing at another (delete_checkpoints.lua)
     P:{T}:<kind>:damaged  a key a write found holding the wrong type, moved aside
     P:{T}:lease STRING  owner SEP fencing token of the worker holding the thread, with a
                       PX expiry (see lease.py)
@@ -54,7 +57,7 @@ SEP = "\x00"
 _SEP_AFTER = "\x01"  # the smallest string greater than every "... SEP ..." continuation
 _IDX_OFFSET = 2**31  # write indexes are negative for special channels (-1..-4)
 
-THREAD_KEY_KINDS = ("cps", "wix", "cp", "wr", "bl", "runs", "qt", "lg", "lgx", "sub", "el")
+THREAD_KEY_KINDS = ("cps", "wix", "cp", "wr", "bl", "runs", "qt", "lg", "lgx", "sub", "el", "gen")
 _THREAD_MARKING_KINDS = frozenset({"cps", "cp", "lg", "lgx"})
 # Not data: the lease expires on its own clock, so the thread's ttl must never touch it.
 LEASE_KEY_KINDS = ("lease", "fence")
@@ -106,6 +109,7 @@ class ThreadKeys:
     lgx: str
     sub: str
     el: str
+    gen: str
     lease: str
     fence: str
 
@@ -141,6 +145,7 @@ class ThreadKeys:
             self.lgx,
             self.sub,
             self.el,
+            self.gen,
         )
 
     @cached_property

@@ -10,8 +10,10 @@ Owns ``keep_last`` (amortized: one collection per ``keep_last/4`` puts), ``prune
     every checkpoint record could be read (a damaged one's references are unknown); an
     element (elements.py) only when no remaining checkpoint's manifest names it, and
     only when every value they reference could be read.
-  * The deletion is guarded: ``delete_checkpoints.lua`` does nothing if a checkpoint was
-    written since it was planned; the plan is made again (``PLAN_RETRIES`` times).
+  * The deletion is guarded: ``delete_checkpoints.lua`` does nothing if a checkpoint, a
+    pending write or a copy was written since it was planned (the thread's write
+    generation moved: it could name a value or element planned away); the plan is made
+    again (``PLAN_RETRIES`` times).
   * Tool-ledger entries no remaining checkpoint can replay go with them; which those are
     is the ledger's rule (``ledger/retention.py``).
 """
@@ -45,20 +47,15 @@ class RetentionPlans(ReadPlans):
         """Delete the checkpoints ``choose`` picks, their writes, and every channel value
         no remaining checkpoint references, in one guarded script call.
 
-        The guard makes the deletion a no-op if a checkpoint was written since it was
-        planned (the new one may reference a value planned away); it is then re-planned.
+        The guard makes the deletion a no-op if anything was written since it was
+        planned (it may reference a value or element planned away); it is then re-planned.
         With ``pin_valid``, ``choose`` is told the newest checkpoint of each namespace that
         verifies completely, so retention never removes the last good fallback.
         """
         for _ in range(PLAN_RETRIES):
-            cps, count, newest, blob_fields, element_digests = yield Batch(
-                [
-                    ("HGETALL", tk.cp),
-                    ("ZCARD", tk.cps),
-                    ("ZREVRANGE", tk.cps, 0, 0),
-                    ("HKEYS", tk.bl),
-                    ("HKEYS", tk.el),
-                ]
+            # The generation first: a write after it voids the deletion planned here.
+            generation, cps, blob_fields, element_digests = yield Batch(
+                [("GET", tk.gen), ("HGETALL", tk.cp), ("HKEYS", tk.bl), ("HKEYS", tk.el)]
             )
             decoded: dict[str, _Decoded] = {}
             intact = True
@@ -80,14 +77,12 @@ class RetentionPlans(ReadPlans):
                 loose = [] if named is None else [d for d in element_digests if d not in named]
             if not doomed and not garbage and not loose:
                 return
-            newest_member = newest[0] if newest else b""  # exact bytes, for the guard
             deleted = yield Script(
                 "delete_checkpoints",
                 tk.with_twins(),
                 [
                     self.ttl_arg,
-                    count,
-                    newest_member,
+                    generation or b"",
                     len(doomed),
                     *sorted(doomed),
                     len(garbage),
@@ -153,7 +148,8 @@ class RetentionPlans(ReadPlans):
         while queues:
             candidates = {ns: queue.pop(0) for ns, queue in queues.items()}
             fields = sorted({f for d in candidates.values() for f in self._blob_fields(d)})
-            values = yield from self._read_values(tk, fields)
+            # From Redis, not this process's cache: the pin must be what any reader reads.
+            values = yield from self._read_values(tk, fields, trust_cache=False)
             for ns, candidate in candidates.items():
                 valid = self._values_verify(tk, candidate, values)
                 if valid:

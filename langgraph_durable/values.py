@@ -48,16 +48,19 @@ class ValuePlans(RecordCodec):
         fields: list[str],
         decoded: Iterable[_Decoded] = (),
         into: ValueRecords | None = None,
+        trust_cache: bool = True,
     ) -> Plan[ValueRecords]:
         """The records of ``fields`` (added to ``into``) and the elements the manifests
         among them and among the pending writes of ``decoded`` name: one round trip when
-        the elements remembered for the thread are all they name."""
-        values = ValueRecords() if into is None else into
+        the elements remembered for the thread are all they name. Without
+        ``trust_cache``, every element is read from Redis (what must be there, not what
+        this process holds)."""
+        values = ValueRecords(trust_cache=trust_cache) if into is None else into
         if fields:
             guess = [
                 d
                 for d in self._newest_versions.elements(tk.thread_id)
-                if self.element_cache.get(d) is None
+                if not values.trust_cache or self.element_cache.get(d) is None
             ]
             replies = yield Batch(value_reads(tk, fields, guess), errors_as_values=True)
             values.merge(self._values(tk, fields, guess, replies))
@@ -72,14 +75,14 @@ class ValuePlans(RecordCodec):
         for blob_field, record in values.items():
             if blob_field not in values.manifests:
                 digests = self._manifest_of(tk.thread_id, blob_field, record)
-                if digests is not None:
+                if digests:  # () stored whole; None damage, reported when opened
                     values.manifests[blob_field] = digests
         for d in decoded:
             for raw_member, record in d.writes:
                 member = _label(raw_member)
                 if member not in values.write_manifests:
                     digests = self._write_manifest_of(tk.thread_id, member, record)
-                    if digests is not None:
+                    if digests:
                         values.write_manifests[member] = digests
         wanted = values.wanted_elements(self.element_cache)
         if wanted:

@@ -50,7 +50,7 @@ class VerifyPlans(RecordCodec):
         )
         report = VerifyReport(tk.thread_id, quarantined=quarantined)
         report.findings += [Finding("index", keys[i], "", "key of the wrong type") for i in wrong]
-        blobs = ValueRecords({_label(f): r for f, r in bls.items()})
+        blobs = ValueRecords({_label(f): r for f, r in bls.items()}, trust_cache=False)
         blobs.elements.update(els)
         for digest, stored in sorted(blobs.elements.items()):
             try:

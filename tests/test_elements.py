@@ -14,6 +14,7 @@ import redis
 from langgraph.checkpoint.base import empty_checkpoint
 
 from langgraph_durable import AsyncRedisSaver, CheckpointLostError, RedisSaver
+from langgraph_durable.errors import CheckpointCorruptedError
 from langgraph_durable.ops import Batch
 from langgraph_durable.repair import repair
 from tests.helpers import graphs
@@ -262,3 +263,107 @@ def test_whole_lists_on_request_and_either_form_reads_back(
             [a, b, c],
             [a, b],
         ]
+
+
+def checkpoint_of(n: int, versions: dict[str, str], values: dict[str, Any]) -> Any:
+    cp = empty_checkpoint()
+    cp["id"] = f"1ef00000-0000-6000-8000-00000000000{n}"
+    cp["channel_versions"], cp["channel_values"] = versions, values
+    return cp
+
+
+def test_a_delta_history_whose_seed_lost_an_element_raises(
+    saver: RedisSaver, redis_url: str, key_prefix: str, redis_client: redis.Redis
+) -> None:
+    """A seed is the start of a DeltaChannel's value: one missing element must not make
+    the walk skip it (a history without its seed rebuilds a wrong value)."""
+    a, b, c = (words(n) for n in "abc")
+    first = saver.put(latest("delta"), checkpoint_of(1, {"o": "1.x"}, {"o": 1}), {}, {"o": "1.x"})
+    saver.put_writes(first, [("msgs", [words("x")])], "task1")
+    second_cp = checkpoint_of(2, {"o": "1.x", "msgs": "2.x"}, {"o": 1, "msgs": [a, b]})
+    second = saver.put(first, second_cp, {}, {"msgs": "2.x"})
+    saver.put_writes(second, [("msgs", [c])], "task2")
+    third_cp = checkpoint_of(3, {"o": "1.x", "msgs": "3.x"}, {"o": 1})
+    third = saver.put(second, third_cp, {}, {"msgs": "3.x"})
+    history = saver.get_delta_channel_history(config=third, channels=["msgs"])
+    assert history["msgs"]["seed"] == [a, b]
+    (gone,) = digests_of(saver, [a])
+    redis_client.hdel(saver.keys.thread("delta").el, gone)
+    with (
+        RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as fresh,
+        pytest.raises(CheckpointCorruptedError, match=f"missing element {gone.hex()}"),
+    ):
+        fresh.get_delta_channel_history(config=third, channels=["msgs"])
+
+
+def test_a_write_while_a_prune_is_planned_voids_its_deletion(
+    redis_url: str, key_prefix: str, redis_client: redis.Redis
+) -> None:
+    """Another worker's pending write names an element only a doomed checkpoint named
+    (stored already, so its HSETNX changes nothing) between a prune's plan and its
+    deletion: the thread's write generation moved, the prune plans again and keeps it."""
+    doc, other, new = words("doc"), words("other"), words("new")
+    with (
+        RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as pruner,
+        RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as worker,
+    ):
+        first = put_messages(pruner, latest("race"), [doc, other], 1)
+        second = put_messages(pruner, first, [new, other], 2)  # doc named by first only
+        tk = pruner.keys.thread("race")
+        plans = []
+
+        def racing(plan: Any) -> Any:
+            reply = None
+            while True:
+                try:
+                    op = plan.send(reply)
+                except StopIteration as stop:
+                    return stop.value
+                if getattr(op, "name", "") == "delete_checkpoints":
+                    plans.append(op)
+                    if len(plans) == 1:  # the other worker writes in between, once
+                        worker.put_writes(second, [("messages", [doc])], "task")
+                reply = yield op
+
+        pruner.drive(racing(pruner.core.prune(["race"], keep_last=1)))
+        assert len(plans) == 2  # the first deletion was void, the second went through
+        assert redis_client.zcard(tk.cps) == 1
+    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as fresh:
+        assert fresh.get_tuple(second).pending_writes == [("task", "messages", [doc])]
+
+
+def test_verify_and_the_fallback_pin_look_in_redis_not_in_memory(
+    saver: RedisSaver, redis_client: redis.Redis
+) -> None:
+    """The process that wrote an element holds it; Redis no longer does. verify and
+    prune's "newest checkpoint that verifies" must judge what any reader would read."""
+    a, b, c = (words(n) for n in "abc")
+    first = put_messages(saver, latest("held"), [a, b], 1)
+    put_messages(saver, first, [a, b, c], 2)
+    (gone,) = digests_of(saver, [c])
+    redis_client.hdel(saver.keys.thread("held").el, gone)
+    assert any(f"missing element {gone.hex()}" in f.reason for f in saver.verify("held").findings)
+    saver.prune(["held"], keep_last=1)  # the newest does not verify: the first one stays
+    assert saver.keys.checkpoint_member("", first["configurable"]["checkpoint_id"]).encode() in (
+        redis_client.zrange(saver.keys.thread("held").cps, 0, -1)
+    )
+
+
+def test_a_manifest_naming_one_element_many_times_is_damage_not_memory(
+    saver: RedisSaver, redis_url: str, key_prefix: str, redis_client: redis.Redis
+) -> None:
+    """Without a signing key, whoever can write to Redis can forge a small manifest that
+    names one large element many times: the list is refused past what one record may
+    hold, before it is built."""
+    put_messages(saver, latest("amp"), [words("a"), words("b")], 1)
+    tk = saver.keys.thread("amp")
+    field_ = redis_client.hkeys(tk.bl)[0]
+    (digest,) = digests_of(saver, ["x" * 100_000])
+    type_, data = saver.serde.dumps_typed("x" * 100_000)
+    redis_client.hset(tk.el, digest, type_.encode() + b"\x00" + data)
+    forged = saver.core._seal("bl", "amp", field_.decode(), ["lgdl1", digest * 1000])
+    redis_client.hset(tk.bl, field_, forged)
+    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as fresh:
+        fresh.core.max_record_bytes = 10_000_000  # 100 MB named by a 16 KB manifest
+        assert fresh.get_tuple(latest("amp")) is None
+        assert "a list of more than" in fresh.recovery_report("amp").skipped[0].reason
