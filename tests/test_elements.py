@@ -18,7 +18,7 @@ from langgraph_durable.errors import CheckpointCorruptedError
 from langgraph_durable.ops import Batch
 from langgraph_durable.repair import repair
 from tests.helpers import graphs
-from tests.helpers.plans import RoundTrips
+from tests.helpers.plans import RoundTrips, before_each
 from tests.helpers.redis_keys import flipped
 
 
@@ -312,20 +312,13 @@ def test_a_write_while_a_prune_is_planned_voids_its_deletion(
         tk = pruner.keys.thread("race")
         plans = []
 
-        def racing(plan: Any) -> Any:
-            reply = None
-            while True:
-                try:
-                    op = plan.send(reply)
-                except StopIteration as stop:
-                    return stop.value
-                if getattr(op, "name", "") == "delete_checkpoints":
-                    plans.append(op)
-                    if len(plans) == 1:  # the other worker writes in between, once
-                        worker.put_writes(second, [("messages", [doc])], "task")
-                reply = yield op
+        def racing(op: Any) -> None:
+            if getattr(op, "name", "") == "delete_checkpoints":
+                plans.append(op)
+                if len(plans) == 1:  # the other worker writes in between, once
+                    worker.put_writes(second, [("messages", [doc])], "task")
 
-        pruner.drive(racing(pruner.core.prune(["race"], keep_last=1)))
+        pruner.drive(before_each(pruner.core.prune(["race"], keep_last=1), racing))
         assert len(plans) == 2  # the first deletion was void, the second went through
         assert redis_client.zcard(tk.cps) == 1
     with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as fresh:

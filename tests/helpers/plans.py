@@ -8,6 +8,21 @@ from langgraph_durable.base import BaseRedisSaver
 from langgraph_durable.ops import Batch, Emit, Plan, Script
 
 
+def before_each(plan: Plan[Any], hook: Any) -> Plan[Any]:
+    """``plan``, calling ``hook(op)`` just before each operation goes out (to make
+    something happen between two of its round trips, deterministically)."""
+    ops: list[Any] = []
+    replies = recorded(plan, ops)
+    reply = None
+    while True:
+        try:
+            op = replies.send(reply)
+        except StopIteration as stop:
+            return stop.value
+        hook(op)
+        reply = yield op
+
+
 def recorded(plan: Plan[Any], ops: list[Any], replies: list[Any] | None = None) -> Plan[Any]:
     """``plan``, appending each operation it yields to ``ops`` (an Emit is no round trip)
     and, given ``replies``, each reply it gets there."""
