@@ -62,8 +62,14 @@ def exchange(
 def usable(client: Any) -> bool:
     """Whether ``client`` is a plain redis-py client of one server (or of a Sentinel
     master) whose connections this module may drive; anything else keeps ``Pipeline``."""
-    return isinstance(client, (redis.Redis, redis.asyncio.Redis)) and not getattr(
-        client, "single_connection_client", False
+    # A single-connection client's batches must use its one connection: Pipeline. The
+    # flag is `_single_connection_client` on sync clients, without `_` on asyncio ones,
+    # and an asyncio one sets `.connection` only once initialized.
+    return (
+        isinstance(client, (redis.Redis, redis.asyncio.Redis))
+        and getattr(client, "connection", None) is None
+        and not getattr(client, "single_connection_client", False)
+        and not getattr(client, "_single_connection_client", False)
     )
 
 

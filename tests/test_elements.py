@@ -360,3 +360,20 @@ def test_a_manifest_naming_one_element_many_times_is_damage_not_memory(
         fresh.core.max_record_bytes = 10_000_000  # 100 MB named by a 16 KB manifest
         assert fresh.get_tuple(latest("amp")) is None
         assert "a list of more than" in fresh.recovery_report("amp").skipped[0].reason
+
+
+def test_the_write_generation_moves_with_every_write_and_never_restarts(
+    saver: RedisSaver, redis_client: redis.Redis
+) -> None:
+    """What retention's guard reads: every checkpoint and pending write moves it, and a
+    lost generation key starts again from the server's clock, never from a number a
+    planned deletion may have read before."""
+    tk = saver.keys.thread("gen")
+    first = put_messages(saver, latest("gen"), [words("a"), words("b")], 1)
+    started = int(redis_client.get(tk.gen))
+    assert started > 10**15  # microseconds of the server's clock, not 1
+    saver.put_writes(first, [("x", 1)], "task")
+    assert int(redis_client.get(tk.gen)) == started + 1
+    redis_client.delete(tk.gen)  # evicted on its own
+    put_messages(saver, first, [words("a"), words("b"), words("c")], 2)
+    assert int(redis_client.get(tk.gen)) > started + 1

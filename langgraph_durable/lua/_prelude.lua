@@ -49,6 +49,17 @@ local function persist()
   for i = 1, K_LEASE - 1 do redis.call('PERSIST', KEYS[i]) end
 end
 
+-- A write that may name a value or an element moves the thread's generation, so a
+-- retention deletion planned before it does nothing (delete_checkpoints.lua). A missing
+-- generation (a new thread, or its key evicted or deleted) starts from the server's
+-- clock in microseconds, never from a number a plan may have read before.
+local function next_generation()
+  local now = redis.call('TIME')
+  if not redis.call('SET', KEYS[K_GEN], now[1] .. string.format('%06d', now[2]), 'NX') then
+    redis.call('INCR', KEYS[K_GEN])
+  end
+end
+
 -- One writer per thread. A write carrying a fencing token is accepted only while that
 -- token is the newest handed out for the thread; a write without one only while no
 -- worker holds the lease. Returns the error to reply with, or nil to go ahead.

@@ -31,4 +31,6 @@ end
 for i = 5 + n + b, #ARGV do
   redis.call('HDEL', KEYS[K_EL], ARGV[i])
 end
+-- Nothing left of the thread: its generation goes too (a later write starts it afresh).
+if redis.call('EXISTS', unpack(KEYS, 1, K_GEN - 1)) == 0 then redis.call('DEL', KEYS[K_GEN]) end
 return deleted

@@ -71,7 +71,7 @@ else
   end
 end
 local function index()
-  redis.call('INCR', KEYS[K_GEN])  -- a retention deletion planned before this one is void
+  next_generation()  -- a retention deletion planned before this one is void
   redis.call('HSET', KEYS[K_CP], ARGV[3], ARGV[4])
   if ARGV[5] ~= '' then redis.call('HSET', KEYS[K_RUNS], ARGV[3], ARGV[5]) end
   redis.call('ZADD', KEYS[K_CPS], 0, ARGV[3])

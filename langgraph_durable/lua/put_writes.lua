@@ -12,7 +12,7 @@ local denied = fence_denial(ARGV[2])
 if denied then return redis.error_reply(denied) end
 local first = 4 + 2 * tonumber(ARGV[3])
 local repaired = repairing(function()
-  redis.call('INCR', KEYS[K_GEN])  -- a retention deletion planned before these is void
+  next_generation()  -- a retention deletion planned before these is void
   for i = 4, first - 1, 2 do
     redis.call('HSETNX', KEYS[K_EL], ARGV[i], ARGV[i + 1])
   end

@@ -6,7 +6,7 @@
 --       field, record), then B pairs (blob field, record), then pairs (element digest,
 --       element)
 repair(ARGV[1])
-redis.call('INCR', KEYS[K_GEN])
+next_generation()
 local c, w, l, b = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local i = 6
 for _ = 1, c do

@@ -59,3 +59,14 @@ def test_a_transaction_refused_when_queued_raises_why() -> None:
         drive(exchange(commands, True, CALLBACKS), [b"OK", oom, b"QUEUED", abort])
     with pytest.raises(ResponseError, match="wrong number of replies"):
         drive(exchange(commands, True, CALLBACKS), [b"OK", b"QUEUED", b"QUEUED", [1]])
+
+
+def test_single_connection_clients_keep_their_connection() -> None:
+    import redis
+    import redis.asyncio
+
+    from langgraph_durable.wire import usable
+
+    assert usable(redis.Redis()) and usable(redis.asyncio.Redis())
+    assert not usable(redis.Redis(single_connection_client=True))
+    assert not usable(redis.asyncio.Redis(single_connection_client=True))
