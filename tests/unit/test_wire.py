@@ -6,9 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import redis
+import redis.asyncio
 from redis.exceptions import ExecAbortError, ResponseError
 
-from langgraph_durable.wire import READ, SEND, exchange
+from langgraph_durable.wire import READ, SEND, exchange, usable
 
 CALLBACKS = {"HGETALL": lambda reply: dict(zip(reply[::2], reply[1::2]))}
 
@@ -62,11 +64,6 @@ def test_a_transaction_refused_when_queued_raises_why() -> None:
 
 
 def test_single_connection_clients_keep_their_connection() -> None:
-    import redis
-    import redis.asyncio
-
-    from langgraph_durable.wire import usable
-
     assert usable(redis.Redis()) and usable(redis.asyncio.Redis())
     assert not usable(redis.Redis(single_connection_client=True))
     assert not usable(redis.asyncio.Redis(single_connection_client=True))
