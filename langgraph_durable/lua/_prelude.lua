@@ -54,9 +54,9 @@ end
 -- generation (a new thread, or its key evicted or deleted) starts from the server's
 -- clock in microseconds, never from a number a plan may have read before.
 local function next_generation()
-  local now = redis.call('TIME')
-  if not redis.call('SET', KEYS[K_GEN], now[1] .. string.format('%06d', now[2]), 'NX') then
-    redis.call('INCR', KEYS[K_GEN])
+  if redis.call('INCR', KEYS[K_GEN]) == 1 then  -- it was missing
+    local now = redis.call('TIME')
+    redis.call('SET', KEYS[K_GEN], now[1] .. string.format('%06d', now[2]))
   end
 end
 
