@@ -5,7 +5,8 @@ completes; for ``create_agent`` (``ledger.middleware()``) and a hand-written Too
 agent (``ledger.model`` + ``ledger.tool_node``), sync and async, under every durability.
 
 Each worker kills itself at the chosen point of its schedule (synchronized on the run's
-own progress, no timers); the test checks every kill landed. Then: every effect happened
+own progress, no timers); the test checks every kill landed (with durability "async", a
+late one may find the run already over: see ``run_schedule``). Then: every effect happened
 exactly once and is one of the final conversation's calls, the run finished (nothing
 pending, no question left), and no divergence was ever asked about. Escalations of
 unknown tool outcomes are legitimate and answered from the effect file, as a human would.
@@ -85,7 +86,13 @@ SCHEDULES: dict[tuple[str, str], list[Kill]] = {
 def run_schedule(
     url: str, prefix: str, effects: str, kind: str, durability: str, mode: str, kills: list[Kill]
 ) -> None:
-    """Start one worker per scheduled kill, then one more that must finish the run."""
+    """Start one worker per scheduled kill, then one more that must finish the run.
+
+    With durability "async" LangGraph writes in the background, so how much work a
+    killed worker leaves depends on which of its writes landed before the kill: a late
+    point of the schedule may lie past the end of what is left (seen under load). Such a
+    worker finishes the run instead; the kills before it must have landed, and at least
+    two of them."""
     for n, kill in enumerate([*kills, None]):
         argv = [url, prefix, "t", effects, durability, mode, kind]
         if kill is not None:
@@ -99,6 +106,9 @@ def run_schedule(
             timeout=300,
         )
         if kill is not None:
+            finished = proc.returncode == 0 and "done" in proc.stdout
+            if finished and durability == "async" and n >= 2:
+                return  # the run is over: nothing was left for the rest of the schedule
             assert proc.returncode == -9, (
                 f"worker {n} was to die at {kill} but exited {proc.returncode}:\n"
                 f"{proc.stderr[-4000:]}"
