@@ -41,10 +41,6 @@ class _NewestVersions:
         self._size = size
         self._threads: dict[str, dict[str, Newest]] = {}
 
-    def get(self, key: tuple[str, str]) -> dict[str, Any]:
-        newest = self.entry(key)
-        return newest.versions if newest else {}
-
     def entry(self, key: tuple[str, str]) -> Newest | None:
         return self._threads.get(key[0], {}).get(key[1])
 
