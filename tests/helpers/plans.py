@@ -11,12 +11,10 @@ from langgraph_durable.ops import Batch, Emit, Plan, Script
 def before_each(plan: Plan[Any], hook: Any) -> Plan[Any]:
     """``plan``, calling ``hook(op)`` just before each operation goes out (to make
     something happen between two of its round trips, deterministically)."""
-    ops: list[Any] = []
-    replies = recorded(plan, ops)
     reply = None
     while True:
         try:
-            op = replies.send(reply)
+            op = plan.send(reply)
         except StopIteration as stop:
             return stop.value
         hook(op)
