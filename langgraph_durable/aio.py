@@ -44,6 +44,7 @@ class AsyncRedisSaver(PlanShell, BaseRedisSaver):
     """
 
     _wire = staticmethod(wire.around_trip)
+    _wire_call = staticmethod(wire.acall)
 
     def __init__(
         self,
@@ -120,7 +121,9 @@ class AsyncRedisSaver(PlanShell, BaseRedisSaver):
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Close the client if the saver made it (from a URL); a handed-in one stays open."""
+        """Close the client if the saver made it (from a URL); a handed-in one stays open
+        (the connections the saver kept go back to its pool)."""
+        await wire.agive_back(self.client)
         if self._owns_client:
             for sentinel in connect.sentinel_clients(self.client):
                 await sentinel.aclose()

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -141,10 +141,10 @@ def _msgpack_elements(whole: tuple[str, bytes], count: int) -> list[bytes] | Non
 def joined(serialized: list[tuple[str, bytes]]) -> tuple[str, bytes] | None:
     """The msgpack array of elements serialized one by one as msgpack: one call
     deserializes them all (the inverse of ``_msgpack_elements``); None otherwise."""
-    if any(type_ != MSGPACK for type_, _ in serialized):
+    types, parts = zip(*serialized) if serialized else ((), ())
+    if types.count(MSGPACK) != len(types):
         return None
-    header = b"\xdd" + len(serialized).to_bytes(4, "big")
-    return MSGPACK, header + b"".join(data for _, data in serialized)
+    return MSGPACK, b"".join((b"\xdd" + len(parts).to_bytes(4, "big"), *parts))
 
 
 class ElementCache:
@@ -164,6 +164,12 @@ class ElementCache:
 
     def get(self, digest: bytes) -> tuple[str, bytes] | None:
         return self._by_digest.get(digest)
+
+    def get_all(self, digests: Sequence[bytes]) -> list[tuple[str, bytes]] | None:
+        """Every one of ``digests``, in order, or None if any is not cached."""
+        get = self._by_digest.get
+        found = [get(d) for d in digests]
+        return None if None in found else found  # type: ignore[return-value]
 
     def by_content(self, plain: bytes) -> tuple[bytes, bytes] | None:
         return self._by_content.get(plain)

@@ -52,15 +52,10 @@ class Batch:
     errors_as_values: bool = False
     atomic: bool = False
     ahead: tuple[tuple[Any, ...], ...] = ()
-
-
-@dataclass(frozen=True)
-class WaitReplicas:
-    """Redis ``WAIT`` on the node that holds ``key``; the reply is the replicas that acked."""
-
-    key: str
-    replicas: int
-    timeout_ms: int
+    # (replicas, timeout_ms): Redis WAIT after the batch, on the connection that sent it
+    # (WAIT counts the acknowledgements of its own connection's writes); its reply, the
+    # replicas that acknowledged, is one more result at the end.
+    wait_replicas: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -78,5 +73,5 @@ class Emit(Generic[T]):
 
 
 # What a plan may yield, and a plan: yields Ops, is sent each reply, returns a T.
-Op = Script | Command | Batch | WaitReplicas | ScanKeys | Emit[Any]
+Op = Script | Command | Batch | ScanKeys | Emit[Any]
 Plan = Generator[Op, Any, T]

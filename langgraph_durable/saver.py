@@ -55,6 +55,7 @@ class RedisSaver(PlanShell, BaseRedisSaver):
     """
 
     _wire = staticmethod(wire.round_trip)
+    _wire_call = staticmethod(wire.call)
 
     def __init__(
         self,
@@ -126,7 +127,9 @@ class RedisSaver(PlanShell, BaseRedisSaver):
         self.close()
 
     def close(self) -> None:
-        """Close the client if the saver made it (from a URL); a handed-in one stays open."""
+        """Close the client if the saver made it (from a URL); a handed-in one stays open
+        (the connections the saver kept go back to its pool)."""
+        wire.give_back(self.client)
         if self._owns_client:
             for sentinel in connect.sentinel_clients(self.client):
                 sentinel.close()

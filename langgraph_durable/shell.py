@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from redis.exceptions import ResponseError
 
 from langgraph_durable import compat, connect, hazards, reply_codes, wire
-from langgraph_durable.ops import Batch, Command, Emit, Plan, ScanKeys, Script, WaitReplicas
+from langgraph_durable.ops import Batch, Command, Emit, Plan, ScanKeys, Script
 from langgraph_durable.scripts import ScriptSet, server_version
 
 if TYPE_CHECKING:
@@ -50,6 +50,7 @@ class PlanShell:
     _scripts: ScriptSet
     # wire.round_trip (sync) or wire.around_trip (asyncio): a batch's one round trip
     _wire: Callable[..., Any] | None = None
+    _wire_call: Callable[..., Any] | None = None  # wire.call or wire.acall: one command
 
     def _use_client(self, client: Any, *, asyncio: bool, **where: Any) -> None:
         """Run on ``client``, or on one made as ``where`` says (``compat.open_client``)."""
@@ -81,7 +82,7 @@ class PlanShell:
             command = self._scripts.command(op.name, op.keys, op.args)
             for first_try in (True, False):
                 try:
-                    reply = yield partial(self.client.execute_command, *command)
+                    reply = yield self._call(command)
                 except ResponseError as exc:
                     if first_try and reply_codes.is_noscript(exc):
                         yield from self._load_scripts()
@@ -89,7 +90,7 @@ class PlanShell:
                     raise reply_codes.typed(self.core.keys, op, exc) from None
                 return reply
         if isinstance(op, Command):
-            return (yield partial(self.client.execute_command, *op.args))
+            return (yield self._call(op.args))
         if isinstance(op, Batch):
             commands = [
                 self._scripts.command(c.name, c.keys, c.args) if isinstance(c, Script) else c
@@ -102,8 +103,16 @@ class PlanShell:
                     pipe.execute_command(*command)
                 _log_errors(ahead, (yield partial(pipe.execute, raise_on_error=False)))
                 ahead = []
+            wait = [("WAIT", *op.wait_replicas)] if op.wait_replicas else []
             for first_try in (True, False):
-                results = yield self._round_trip([*ahead, *commands], op.atomic)
+                if self._wired():
+                    results = yield partial(
+                        self._wire, self.client, [*ahead, *commands], op.atomic, wait
+                    )
+                else:
+                    results = yield self._pipelined([*ahead, *commands], op.atomic)
+                    if wait:  # its own call: the same connection only where there is one
+                        results = [*results, (yield self._wait_call(wait[0], op.commands))]
                 _log_errors(ahead, results[: len(ahead)])
                 results = results[len(ahead) :]
                 if first_try and any(reply_codes.is_noscript(r) for r in results):
@@ -117,25 +126,34 @@ class PlanShell:
                 if error is not None:
                     raise error
                 return results
-        if isinstance(op, WaitReplicas):
-            wait = ("WAIT", op.replicas, op.timeout_ms)
-            if self.cluster:
-                node = self.client.get_node_from_key(op.key)
-                return (yield partial(self.client.execute_command, *wait, target_nodes=node))
-            return (yield partial(self.client.execute_command, *wait))
         if isinstance(op, ScanKeys):
             return (yield partial(self._scan_keys, op.pattern))
         raise TypeError(f"unknown operation {op!r}")
 
-    def _round_trip(self, commands: list[tuple[Any, ...]], atomic: bool) -> Any:
-        """The call that sends ``commands`` in one round trip (MULTI/EXEC if ``atomic``):
-        ``wire.py`` on one server, redis-py's pipeline on a cluster or another client."""
-        if self._wire is not None and not self.cluster and wire.usable(self.client):
-            return partial(self._wire, self.client, commands, atomic)
+    def _wired(self) -> bool:
+        """Whether round trips go through ``wire.py`` (one server, a plain client)."""
+        return self._wire is not None and not self.cluster and wire.usable(self.client)
+
+    def _call(self, command: tuple[Any, ...]) -> Call:
+        """The call that sends one command: ``wire.py`` on one server, else redis-py."""
+        if self._wired():
+            return partial(self._wire_call, self.client, *command)
+        return partial(self.client.execute_command, *command)
+
+    def _pipelined(self, commands: list[tuple[Any, ...]], atomic: bool) -> Call:
+        """The call that sends ``commands`` through redis-py's pipeline (a cluster, or a
+        client ``wire.py`` does not drive)."""
         pipe = self.client.pipeline(transaction=atomic)
         for command in commands:
             pipe.execute_command(*command)
         return partial(pipe.execute, raise_on_error=False)
+
+    def _wait_call(self, wait: tuple[Any, ...], commands: list[Any]) -> Call:
+        """WAIT behind a pipelined batch: on a cluster, on the node of its first key."""
+        if self.cluster:
+            node = self.client.get_node_from_key(_first_key(commands))
+            return partial(self.client.execute_command, *wait, target_nodes=node)
+        return partial(self.client.execute_command, *wait)
 
     def _load_scripts(self) -> Steps[None]:
         for source in self._scripts.sources():
@@ -159,3 +177,8 @@ def _log_errors(commands: list[tuple[Any, ...]], replies: list[Any]) -> None:
     for command, reply in zip(commands, replies):
         if isinstance(reply, Exception):
             logger.warning("langgraph-durable: %s %s failed: %s", command[0], command[1], reply)
+
+
+def _first_key(commands: list[Any]) -> str:
+    first = commands[0]
+    return first.keys[0] if isinstance(first, Script) else first[1]  # type: ignore[no-any-return]

@@ -1,57 +1,84 @@
 """One round trip of several commands over one pooled connection, without redis-py's
 ``Pipeline``.
 
-Owns how a ``Batch`` reaches a single Redis server (not a cluster, which keeps redis-py's
-cluster pipeline): the commands packed into one write, the replies read back in order,
-MULTI/EXEC for an atomic batch. redis-py's ``Pipeline`` does the same with per-call
-bookkeeping (command stack, observability, field-set preparation) that costs ~25 µs a
-call on redis-py 8, a fifth of a put on loopback. Rules it keeps, as ``Pipeline`` does:
+Owns how a ``Batch`` (and a single script call) reaches a single Redis server (not a
+cluster, which keeps redis-py's cluster pipeline): the commands packed into one write,
+the replies read back in order, MULTI/EXEC for an atomic batch. redis-py's ``Pipeline``
+and ``execute_command`` do the same with per-call bookkeeping (command stack,
+observability, the pool's checkout check) that costs ~50 µs a round trip on redis-py 8,
+a fifth of a put on loopback. Rules it keeps, as redis-py does:
   * An error reply is the command's result (a ``ResponseError``), never raised midway:
     every reply is read before anything is returned, so the connection never desyncs.
   * A connection error resends the whole batch on a fresh connection under the
     client's own ``Retry`` (safe: every batch the saver sends is idempotent); a
-    connection that failed is disconnected before it goes back to the pool.
+    connection that failed is disconnected and goes back to the pool.
   * Replies get the client's response callbacks (``HGETALL`` is a dict, as always).
+  * A connection whose round trip ended cleanly (every reply read) is kept for the next
+    one (``_Idle``: at most ``IDLE_MAX`` per pool, and no more than a sixteenth of it)
+    instead of going back through the pool's checkout, whose "has it unread data" probe
+    is a failed non-blocking read each time. Only where holding them starves nobody: not
+    a blocking pool (its callers would wait), RESP2, no client-side cache. A kept connection the server closed
+    meanwhile (idle timeout, restart) is what that probe would have caught: its first
+    connection error is answered by one more try on a fresh socket.
 Sans-I/O: ``exchange`` is a generator the sync and asyncio drivers below run.
 """
 
 from __future__ import annotations
 
+import os
+import threading
+import weakref
 from collections.abc import Generator, Mapping, Sequence
 from typing import Any
 
 import redis
 import redis.asyncio
-from redis.exceptions import ExecAbortError, ResponseError
+from redis.exceptions import ConnectionError, ExecAbortError, ResponseError
+
+try:  # redis-py packs with hiredis when it is installed; so do we, without its wrapper
+    from hiredis import pack_command as _hiredis_pack
+    from redis.connection import HiredisRespSerializer
+except ImportError:  # pragma: no cover - hiredis is optional
+    _hiredis_pack = None
+    HiredisRespSerializer = None  # type: ignore[assignment,misc]
 
 SEND, READ = "send", "read"
 Exchange = Generator[tuple[str, Any], Any, list[Any]]
+IDLE_MAX = 4  # connections kept per pool between round trips, at most 1/16 of the pool
 
 
 def exchange(
-    commands: Sequence[tuple[Any, ...]], atomic: bool, callbacks: Mapping[str, Any]
+    commands: Sequence[tuple[Any, ...]],
+    atomic: bool,
+    callbacks: Mapping[str, Any],
+    after: Sequence[tuple[Any, ...]] = (),
 ) -> Exchange:
-    """Yields ``(SEND, commands)`` once, then ``(READ, name)`` for each reply, and is sent
-    the reply (read with the response callback of ``name``; an error reply as its
-    ``ResponseError``). Returns the results in command order."""
-    if not atomic:
-        yield SEND, list(commands)
-        results = []
-        for command in commands:
-            results.append((yield READ, command[0]))
-        return results
-    yield SEND, [("MULTI",), *commands, ("EXEC",)]
-    queued = []
-    for _ in range(len(commands) + 1):  # OK for MULTI, then QUEUED (or why not) each
-        queued.append((yield READ, "_"))
-    replies = yield READ, "_"
-    refused = [r for r in queued if isinstance(r, ResponseError)]
-    if isinstance(replies, ResponseError):  # EXECABORT: a command was refused when queued
-        raise refused[0] if refused and isinstance(replies, ExecAbortError) else replies
-    if not isinstance(replies, list) or len(replies) != len(commands):
-        raise ResponseError("wrong number of replies to a transaction")
+    """Yields ``(SEND, commands)`` once, then ``(READ, None)`` for each reply, and is sent
+    the reply (an error reply as its ``ResponseError``). Returns the results in command
+    order, each through the response callback of its command. ``after``: commands sent
+    behind the batch (behind its EXEC), their results appended (``WAIT``)."""
+    if atomic:
+        yield SEND, [("MULTI",), *commands, ("EXEC",), *after]
+        queued = []
+        for _ in range(len(commands) + 1):  # OK for MULTI, then QUEUED (or why not) each
+            queued.append((yield READ, None))
+        replies = yield READ, None
+        tail = []  # every reply is read before anything is raised
+        for _ in after:
+            tail.append((yield READ, None))
+        refused = [r for r in queued if isinstance(r, ResponseError)]
+        if isinstance(replies, ResponseError):  # EXECABORT: a command was refused when queued
+            raise refused[0] if refused and isinstance(replies, ExecAbortError) else replies
+        if not isinstance(replies, list) or len(replies) != len(commands):
+            raise ResponseError("wrong number of replies to a transaction")
+        replies = [*replies, *tail]
+    else:
+        yield SEND, [*commands, *after]
+        replies = []
+        for _ in range(len(commands) + len(after)):
+            replies.append((yield READ, None))
     results = []
-    for reply, command in zip(replies, commands):
+    for reply, command in zip(replies, [*commands, *after]):
         callback = callbacks.get(command[0])
         results.append(
             reply if isinstance(reply, Exception) or callback is None else callback(reply)
@@ -73,23 +100,135 @@ def usable(client: Any) -> bool:
     )
 
 
-def round_trip(client: redis.Redis, commands: Sequence[tuple[Any, ...]], atomic: bool) -> list[Any]:
-    """Send ``commands`` to ``client``'s server in one round trip (sync)."""
-    pool = client.connection_pool
-    conn = pool.get_connection()
+class _Idle:
+    """The connections kept checked out of one pool between round trips (a stack: the
+    warmest first). List ``append``/``pop`` are atomic, so threads and tasks share it."""
+
+    def __init__(self, limit: int) -> None:
+        self.pid = os.getpid()
+        self.limit = limit
+        self.connections: list[Any] = []
+
+
+_idle_by_pool: weakref.WeakKeyDictionary[Any, _Idle | None] = weakref.WeakKeyDictionary()
+_idle_lock = threading.Lock()
+
+
+def _idle(pool: Any) -> _Idle | None:
+    """The kept connections of ``pool``, or None where it must not keep any."""
     try:
-        return conn.retry.call_with_retry(  # type: ignore[no-any-return]
-            lambda: _run(client, conn, exchange(commands, atomic, client.response_callbacks)),
-            lambda error: conn.disconnect(),
+        idle = _idle_by_pool[pool]
+    except KeyError:
+        limit = min(IDLE_MAX, (getattr(pool, "max_connections", 0) or 0) // 16)
+        keep = (
+            limit > 0
+            and not isinstance(
+                pool, (redis.BlockingConnectionPool, redis.asyncio.BlockingConnectionPool)
+            )
+            and getattr(pool, "cache", None) is None
+            and str(getattr(pool, "connection_kwargs", {}).get("protocol") or 2) == "2"
         )
-    except BaseException:
-        conn.disconnect()
-        raise
-    finally:
+        with _idle_lock:
+            idle = _idle_by_pool.setdefault(pool, _Idle(limit) if keep else None)
+    if idle is not None and idle.pid != os.getpid():  # a forked child: the pool resets
+        idle.pid, idle.connections = os.getpid(), []
+    return idle
+
+
+def _reuse(idle: _Idle | None) -> Any:
+    """A kept connection, or None."""
+    try:
+        return idle.connections.pop() if idle is not None else None
+    except IndexError:  # none left
+        return None
+
+
+def _keep(idle: _Idle | None, conn: Any) -> bool:
+    """Keep ``conn`` (its round trip ended cleanly) if there is room."""
+    if idle is None:
+        return False
+    with _idle_lock:
+        if len(idle.connections) >= idle.limit:
+            return False
+        idle.connections.append(conn)
+        return True
+
+
+def _kept(client: Any) -> tuple[Any, list[Any]]:
+    pool = getattr(client, "connection_pool", None)
+    idle = _idle_by_pool.get(pool) if pool is not None else None
+    if idle is None or idle.pid != os.getpid():
+        return pool, []
+    kept, idle.connections = idle.connections, []
+    return pool, kept
+
+
+def give_back(client: redis.Redis) -> None:
+    """Return the connections kept for ``client``'s pool to it (a saver closing)."""
+    pool, kept = _kept(client)
+    for conn in kept:
         pool.release(conn)
 
 
-def _run(client: redis.Redis, conn: Any, steps: Exchange) -> list[Any]:
+async def agive_back(client: redis.asyncio.Redis) -> None:
+    """``give_back`` for an asyncio client."""
+    pool, kept = _kept(client)
+    for conn in kept:
+        await pool.release(conn)
+
+
+def _packed(conn: Any, commands: Sequence[tuple[Any, ...]]) -> list[bytes]:
+    if HiredisRespSerializer is not None and isinstance(
+        getattr(conn, "_command_packer", None), HiredisRespSerializer
+    ):
+        try:  # what redis-py's serializer does, minus its per-argument pass
+            return [b"".join([_hiredis_pack(c) for c in commands])]
+        except TypeError:  # an argument hiredis does not take: redis-py converts it
+            pass
+    return conn.pack_commands(commands)  # type: ignore[no-any-return]
+
+
+def round_trip(
+    client: redis.Redis,
+    commands: Sequence[tuple[Any, ...]],
+    atomic: bool,
+    after: Sequence[tuple[Any, ...]] = (),
+) -> list[Any]:
+    """Send ``commands`` (then ``after``) to ``client``'s server in one round trip (sync)."""
+    pool = client.connection_pool
+    idle = _idle(pool)
+    conn = _reuse(idle)
+    kept, conn = conn is not None, conn or pool.get_connection()
+
+    def attempt() -> list[Any]:
+        return _run(conn, exchange(commands, atomic, client.response_callbacks, after))
+
+    try:
+        try:
+            results = conn.retry.call_with_retry(attempt, lambda error: conn.disconnect())
+        except ConnectionError:
+            if not kept:
+                raise
+            conn.disconnect()  # closed while kept: what the pool's checkout would redo
+            results = attempt()
+    except BaseException:
+        conn.disconnect()
+        pool.release(conn)
+        raise
+    if not _keep(idle, conn):
+        pool.release(conn)
+    return results  # type: ignore[no-any-return]
+
+
+def call(client: redis.Redis, *command: Any) -> Any:
+    """One command in its own round trip (sync): its reply, or its error raised."""
+    (reply,) = round_trip(client, [command], False)
+    if isinstance(reply, Exception):
+        raise reply
+    return reply
+
+
+def _run(conn: Any, steps: Exchange) -> list[Any]:
     reply: Any = None
     while True:
         try:
@@ -98,37 +237,58 @@ def _run(client: redis.Redis, conn: Any, steps: Exchange) -> list[Any]:
             return stop.value  # type: ignore[no-any-return]
         reply = None
         if op == SEND:
-            conn.send_packed_command(conn.pack_commands(arg))
+            conn.send_packed_command(_packed(conn, arg))
             continue
         try:
-            reply = client.parse_response(conn, arg)
+            reply = conn.read_response()
         except ResponseError as exc:
             reply = exc
 
 
 async def around_trip(
-    client: redis.asyncio.Redis, commands: Sequence[tuple[Any, ...]], atomic: bool
+    client: redis.asyncio.Redis,
+    commands: Sequence[tuple[Any, ...]],
+    atomic: bool,
+    after: Sequence[tuple[Any, ...]] = (),
 ) -> list[Any]:
-    """Send ``commands`` to ``client``'s server in one round trip (asyncio)."""
+    """Send ``commands`` (then ``after``) to ``client``'s server in one round trip (asyncio)."""
     pool = client.connection_pool
-    conn = await pool.get_connection()
+    idle = _idle(pool)
+    conn = _reuse(idle)
+    kept, conn = conn is not None, conn or await pool.get_connection()
+
+    async def attempt() -> list[Any]:
+        return await _arun(conn, exchange(commands, atomic, client.response_callbacks, after))
 
     async def disconnect(error: Exception) -> None:
         await conn.disconnect()
 
     try:
-        return await conn.retry.call_with_retry(  # type: ignore[no-any-return]
-            lambda: _arun(client, conn, exchange(commands, atomic, client.response_callbacks)),
-            disconnect,
-        )
+        try:
+            results = await conn.retry.call_with_retry(attempt, disconnect)
+        except ConnectionError:
+            if not kept:
+                raise
+            await conn.disconnect()
+            results = await attempt()
     except BaseException:
         await conn.disconnect()
-        raise
-    finally:
         await pool.release(conn)
+        raise
+    if not _keep(idle, conn):
+        await pool.release(conn)
+    return results  # type: ignore[no-any-return]
 
 
-async def _arun(client: redis.asyncio.Redis, conn: Any, steps: Exchange) -> list[Any]:
+async def acall(client: redis.asyncio.Redis, *command: Any) -> Any:
+    """One command in its own round trip (asyncio): its reply, or its error raised."""
+    (reply,) = await around_trip(client, [command], False)
+    if isinstance(reply, Exception):
+        raise reply
+    return reply
+
+
+async def _arun(conn: Any, steps: Exchange) -> list[Any]:
     reply: Any = None
     while True:
         try:
@@ -140,6 +300,6 @@ async def _arun(client: redis.asyncio.Redis, conn: Any, steps: Exchange) -> list
             await conn.send_packed_command(conn.pack_commands(arg))
             continue
         try:
-            reply = await client.parse_response(conn, arg)
+            reply = await conn.read_response()
         except ResponseError as exc:
             reply = exc

@@ -35,7 +35,7 @@ from langgraph_durable.errors import InvalidConfigError, NotReplicatedError
 from langgraph_durable.fencing import held_token
 from langgraph_durable.inputs import configurable
 from langgraph_durable.keys import ThreadKeys
-from langgraph_durable.ops import Batch, Plan, Script, WaitReplicas
+from langgraph_durable.ops import Batch, Plan, Script
 from langgraph_durable.records import _NO_VALUE, _thread_id, checkpoint_config
 from langgraph_durable.retention import RetentionPlans, _prunable
 from langgraph_durable.runs import RunIndex
@@ -131,29 +131,28 @@ class WritePlans(RetentionPlans):
         # MULTI keeps a client that dies halfway from leaving a hash without an expiry.
         sent = [*(d for d, _ in elements), *(f for f, _ in blobs)]
         script = Script("put_checkpoint", tk.for_writes(), [*args, "sent", *sent])
-        replies = yield Batch(
+        replies, acked = yield from self.write_round_trip(
+            tk,
             [
                 *(("HSETNX", tk.el, d, e) for d, e in elements),
                 *(("HSETNX", tk.bl, f, r) for f, r in blobs),
                 script,
             ],
-            errors_as_values=True,
             atomic=bool(self.ttl),
             ahead=self.run_index.ahead(run_id, thread_id),
         )
         for reply in replies[:-1]:  # a value refused (out of memory...): say why, typed
             if isinstance(reply, Exception) and not reply_codes.is_wrong_type(reply):
                 raise reply
-        in_namespace = yield from self._write_reply(tk, script, replies[-1])
+        in_namespace, acked = yield from self._write_reply(tk, script, replies[-1], acked)
         if in_namespace == -1:  # a hash has the wrong type: repair, values inline
             pairs = [x for pair in (*elements, *blobs) for x in pair]
-            in_namespace = yield Script(
-                "put_checkpoint", tk.with_twins(), [*args, "inline", *pairs]
-            )
+            inline = Script("put_checkpoint", tk.with_twins(), [*args, "inline", *pairs])
+            (in_namespace,), acked = yield from self.write_round_trip(tk, [inline], raising=True)
         self._newest_versions.remember(
             (thread_id, ns), checkpoint.get("channel_versions", {}), checkpoint["id"], manifests
         )
-        yield from self.replicated(tk)
+        self.replicated(tk, acked)
         keep_last = self.keep_last
         if keep_last and in_namespace > keep_last + max(4, keep_last // 4):
             # Amortized retention: one collection per keep_last/4 puts, not one per put.
@@ -207,24 +206,40 @@ class WritePlans(RetentionPlans):
                 *triples,
             ]
             script = Script("put_writes", tk.for_writes(), args)
-            (reply,) = yield Batch([script], errors_as_values=True)
-            yield from self._write_reply(tk, script, reply)
-            yield from self.replicated(tk)
+            (reply,), acked = yield from self.write_round_trip(tk, [script])
+            _, acked = yield from self._write_reply(tk, script, reply, acked)
+            self.replicated(tk, acked)
 
-    def _write_reply(self, tk: ThreadKeys, script: Script, reply: Any) -> Plan[Any]:
-        """A write script's reply. One that found a key of the wrong type (LGD_REPAIR) is
-        sent again with the damaged twins to move it to; other errors are raised, typed."""
+    def write_round_trip(
+        self, tk: ThreadKeys, commands: list[Any], raising: bool = False, **batch: Any
+    ) -> Plan[tuple[list[Any], Any]]:
+        """One write round trip: its replies (errors as values unless ``raising``) and,
+        with ``wait_for_replicas``, the replicas that acknowledged it (WAIT rides on the
+        connection that wrote: it counts that connection's writes)."""
+        wait = (self.wait_for_replicas, self.replica_timeout_ms) if self.wait_for_replicas else None
+        replies = yield Batch(commands, errors_as_values=not raising, wait_replicas=wait, **batch)
+        return (replies[:-1], replies[-1]) if wait else (replies, None)
+
+    def _write_reply(
+        self, tk: ThreadKeys, script: Script, reply: Any, acked: Any
+    ) -> Plan[tuple[Any, Any]]:
+        """A write script's reply (and acknowledgements). One that found a key of the wrong
+        type (LGD_REPAIR) is sent again with the damaged twins to move it to; other errors
+        are raised, typed."""
         if reply_codes.needs_repair(reply):
-            return (yield Script(script.name, tk.with_twins(), script.args))
+            again = Script(script.name, tk.with_twins(), script.args)
+            (reply,), acked = yield from self.write_round_trip(tk, [again], raising=True)
+            return reply, acked
         if isinstance(reply, Exception):
             raise reply_codes.typed(self.keys, script, reply)
-        return reply
+        return reply, acked
 
-    def replicated(self, tk: ThreadKeys) -> Plan[None]:
-        """With ``wait_for_replicas``: the write just made reached that many replicas."""
+    def replicated(self, tk: ThreadKeys, acked: Any) -> None:
+        """With ``wait_for_replicas``: the write just made reached that many replicas
+        (WAIT after the last write round trip covers every write before it: replicas
+        acknowledge one replication stream in order)."""
         if not self.wait_for_replicas:
             return
-        acked = yield WaitReplicas(tk.cps, self.wait_for_replicas, self.replica_timeout_ms)
         if int(acked) < self.wait_for_replicas:
             raise NotReplicatedError(
                 thread_id=tk.thread_id,

@@ -142,8 +142,11 @@ class LedgerPlans:
                 self._keys.quarantine_field(_LEDGER, entry.field) if reason else "",
                 reason,
             ]
-        yield Script("ledger_write", tk.with_twins(), args)
-        yield from self.saver.core.replicated(tk)
+        core = self.saver.core
+        _, acked = yield from core.write_round_trip(
+            tk, [Script("ledger_write", tk.with_twins(), args)], raising=True
+        )
+        core.replicated(tk, acked)
 
     def _load(self, ctx: _TaskContext, site: _Site) -> Plan[None]:
         entries, damaged, unindexed = yield from self._read(

@@ -16,7 +16,7 @@ CALLBACKS = {"HGETALL": lambda reply: dict(zip(reply[::2], reply[1::2]))}
 
 
 def drive(steps: Any, replies: list[Any]) -> tuple[list[Any], list[str], Any]:
-    """Run an exchange: what it sent, the names it read, its result."""
+    """Run an exchange: what it sent, its reads, its result."""
     sent: list[Any] = []
     names: list[str] = []
     reply: Any = None
@@ -37,10 +37,10 @@ def drive(steps: Any, replies: list[Any]) -> tuple[list[Any], list[str], Any]:
 def test_a_batch_is_one_write_and_its_replies_in_order() -> None:
     commands = [("HSETNX", "k", "f", b"v"), ("HGETALL", "h"), ("EVALSHA", "x", 0)]
     error = ResponseError("WRONGTYPE Operation against a key holding the wrong kind of value")
-    sent, names, result = drive(exchange(commands, False, CALLBACKS), [1, error, 7])
+    sent, names, result = drive(exchange(commands, False, CALLBACKS), [1, [b"a", b"1"], error])
     assert sent == [commands]  # one write
-    assert names == ["HSETNX", "HGETALL", "EVALSHA"]  # the driver applies each callback
-    assert result == [1, error, 7]  # an error reply is that command's result
+    assert len(names) == 3  # a read per command
+    assert result == [1, {b"a": b"1"}, error]  # callbacks applied; an error is its result
 
 
 def test_a_transaction_wraps_the_batch_and_applies_the_callbacks() -> None:
@@ -49,7 +49,7 @@ def test_a_transaction_wraps_the_batch_and_applies_the_callbacks() -> None:
     replies = [b"OK", b"QUEUED", b"QUEUED", [[b"a", b"1"], error]]
     sent, names, result = drive(exchange(commands, True, CALLBACKS), replies)
     assert sent == [[("MULTI",), *commands, ("EXEC",)]]
-    assert names == ["_"] * 4
+    assert len(names) == 4
     assert result == [{b"a": b"1"}, error]
 
 

@@ -16,7 +16,7 @@ from langgraph_durable.errors import (
     NotReplicatedError,
 )
 from langgraph_durable.fencing import Lease
-from langgraph_durable.ops import Batch, Script, WaitReplicas
+from langgraph_durable.ops import Batch, Script
 from tests.unit.scripted import PREFIX, THREAD, config, drive, make_core
 
 
@@ -76,9 +76,9 @@ def test_a_key_of_the_wrong_type_is_repaired_and_the_write_sent_again() -> None:
     _, ops = drive(
         put_plan(core),
         ("batch:HSETNX,HSETNX,put_checkpoint", [1, 1, ResponseError("LGD_REPAIR wix")]),
-        ("put_checkpoint", 1),
+        ("batch:put_checkpoint", [1]),
     )
-    first, again = ops[0].commands[-1], ops[1]
+    first, (again,) = ops[0].commands[-1], ops[1].commands
     assert isinstance(again, Script) and again.args == first.args
     assert again.keys == tk.with_twins() and first.keys == tk.for_writes()
 
@@ -86,12 +86,11 @@ def test_a_key_of_the_wrong_type_is_repaired_and_the_write_sent_again() -> None:
 def test_put_waits_for_replicas_and_says_when_too_few_acknowledged() -> None:
     core = make_core(wait_for_replicas=2, replica_timeout_ms=50)
     with pytest.raises(NotReplicatedError) as raised:
-        drive(
-            put_plan(core),
-            ("batch:HSETNX,HSETNX,put_checkpoint", [1, 1, 1]),
-            ("WaitReplicas", 1),
-        )
+        drive(put_plan(core), ("batch:HSETNX,HSETNX,put_checkpoint", [1, 1, 1, 1]))
     assert (raised.value.wanted, raised.value.acknowledged) == (2, 1)
+    # WAIT rides in the write's own round trip: it counts its connection's writes only
+    _, (batch,) = drive(put_plan(core), ("batch:HSETNX,HSETNX,put_checkpoint", [1, 1, 1, 2]))
+    assert batch.wait_replicas == (2, 50)
 
 
 def test_put_writes_sends_every_write_in_one_script_call() -> None:
@@ -120,4 +119,4 @@ def test_lease_plans_hand_out_tokens_and_name_the_holder() -> None:
 def test_an_op_of_a_batch_is_counted_once() -> None:
     """Round trips are what a plan yields: a batch is one, whatever it holds."""
     _, ops = drive(put_plan(make_core()), ("batch:HSETNX,HSETNX,put_checkpoint", [1, 1, 1]))
-    assert len(ops) == 1 and isinstance(ops[0], Batch) and not isinstance(ops[0], WaitReplicas)
+    assert len(ops) == 1 and isinstance(ops[0], Batch) and ops[0].wait_replicas is None

@@ -1,0 +1,126 @@
+"""The connections a saver keeps between round trips (wire.py): one the server closed
+meanwhile is replaced without an error even on a client that never retries, a blocking
+or small pool lends every one back, closing the saver gives them back, and the
+replica acknowledgement (WAIT) is asked on the connection that wrote."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from typing import Any
+
+import pytest
+import redis
+import redis.asyncio
+from langgraph.checkpoint.base import empty_checkpoint
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from langgraph_durable import AsyncRedisSaver, RedisSaver, wire
+
+
+def one_checkpoint(thread_id: str) -> tuple[Any, Any, Any, Any]:
+    cp = empty_checkpoint()
+    cp["channel_values"] = {"n": 1}
+    cp["channel_versions"] = {"n": "1"}
+    config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+    return config, cp, {"source": "input", "step": -1}, {"n": "1"}
+
+
+def kill_named(admin: redis.Redis, name: str) -> int:
+    """Close, server side, every connection of the clients named ``name``."""
+    ids = [c["id"] for c in admin.client_list() if c.get("name") == name]
+    for client_id in ids:
+        admin.client_kill_filter(_id=client_id)
+    return len(ids)
+
+
+def in_use(pool: Any) -> int:
+    """How many connections ``pool`` has lent out (redis-py's own bookkeeping)."""
+    if isinstance(pool, redis.BlockingConnectionPool):
+        return len([c for c in pool._connections if c not in pool.pool.queue])
+    return len(pool._in_use_connections)
+
+
+def test_a_kept_connection_closed_by_the_server_is_replaced_without_an_error(
+    redis_url: str, redis_client: redis.Redis, key_prefix: str
+) -> None:
+    name = f"lgd-kept-{uuid.uuid4().hex[:8]}"
+    client = redis.Redis.from_url(redis_url, client_name=name, retry=Retry(NoBackoff(), 0))
+    saver = RedisSaver(client, key_prefix=key_prefix)
+    saver.put(*one_checkpoint("a"))
+    assert in_use(client.connection_pool) == 1  # kept for the next round trip
+    assert kill_named(redis_client, name) >= 1  # idle timeout, a restart, CLIENT KILL
+    saver.put(*one_checkpoint("b"))  # no retry configured: the saver's own one try more
+    assert saver.get_tuple(one_checkpoint("b")[0]) is not None
+    saver.close()
+    assert in_use(client.connection_pool) == 0  # closing gave it back
+    client.close()
+
+
+def test_an_asyncio_kept_connection_closed_by_the_server_is_replaced(
+    redis_url: str, redis_client: redis.Redis, key_prefix: str
+) -> None:
+    name = f"lgd-akept-{uuid.uuid4().hex[:8]}"
+
+    async def run() -> None:
+        client = redis.asyncio.Redis.from_url(
+            redis_url, client_name=name, retry=Retry(NoBackoff(), 0)
+        )
+        saver = AsyncRedisSaver(client, key_prefix=key_prefix)
+        await saver.aput(*one_checkpoint("a"))
+        assert in_use(client.connection_pool) == 1
+        assert await asyncio.to_thread(kill_named, redis_client, name) >= 1
+        await saver.aput(*one_checkpoint("b"))
+        assert await saver.aget_tuple(one_checkpoint("b")[0]) is not None
+        await saver.aclose()
+        assert in_use(client.connection_pool) == 0
+        await client.aclose()
+
+    asyncio.run(run())
+
+
+@pytest.mark.parametrize(
+    "pool",
+    [
+        lambda url: redis.BlockingConnectionPool.from_url(url, max_connections=50),
+        lambda url: redis.ConnectionPool.from_url(url, max_connections=10),
+    ],
+    ids=["blocking pool", "pool of 10"],
+)
+def test_a_pool_others_could_wait_on_gets_every_connection_back(
+    redis_url: str, key_prefix: str, pool: Any
+) -> None:
+    client = redis.Redis(connection_pool=pool(redis_url))
+    saver = RedisSaver(client, key_prefix=key_prefix)
+    saver.put(*one_checkpoint("a"))
+    assert saver.get_tuple(one_checkpoint("a")[0]) is not None
+    assert in_use(client.connection_pool) == 0
+    client.close()
+
+
+def test_no_more_than_a_few_connections_are_kept(
+    redis_url: str, redis_client: redis.Redis, key_prefix: str
+) -> None:
+    """Six round trips at once (each blocked in the server until released): once they
+    end, IDLE_MAX connections stay kept and the others went back to the pool."""
+    client = redis.Redis.from_url(redis_url)
+    pool, queue = client.connection_pool, f"{key_prefix}:q"
+    before = redis_client.info("clients")["blocked_clients"]
+    threads = [
+        threading.Thread(target=wire.round_trip, args=(client, [("BLPOP", queue, 30)], False))
+        for _ in range(6)
+    ]
+    for t in threads:
+        t.start()
+    while redis_client.info("clients")["blocked_clients"] < before + 6:  # all six in flight
+        assert all(t.is_alive() for t in threads)
+    assert in_use(pool) == 6
+    redis_client.lpush(queue, *range(6))
+    for t in threads:
+        t.join()
+    assert in_use(pool) == wire.IDLE_MAX
+    wire.give_back(client)
+    assert in_use(pool) == 0
+    client.close()
