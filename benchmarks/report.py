@@ -191,6 +191,12 @@ def targets(r: dict[str, Any]) -> list[dict[str, Any]]:
     fl = r.get("floor", {})
     if "ratio" in fl:
         check("RedisSaver put vs floor (serialize + 1 pipelined round trip)", fl["ratio"], 1.15)
+    if "get_tuple_ratio" in fl:
+        check(
+            "RedisSaver get_tuple vs floor (1 pipelined read + deserialize)",
+            fl["get_tuple_ratio"],
+            1.0,
+        )
     for f in ("put", "get_tuple"):
         if f"{f}_ratio" in fl.get("integrity", {}):
             check(

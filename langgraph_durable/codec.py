@@ -177,11 +177,12 @@ class RecordCodec:
     def _loaded_list(
         self, serialized: list[tuple[str, bytes]], count: int, accepted: frozenset[str] | None
     ) -> list[Any]:
-        if sum(len(data) for _, data in serialized) > self.max_record_bytes:
+        types, parts = zip(*serialized) if serialized else ((), ())
+        if sum(map(len, parts)) > self.max_record_bytes:
             raise RecordDamagedError(
                 f"undecompressable: a list of more than {self.max_record_bytes} bytes"
             )
-        array = elements.joined(serialized)  # one deserialization for the whole list
+        array = elements.joined(types, parts)  # one deserialization for the whole list
         if array is not None:
             value = load(self.serde, *array, accepted)
             if isinstance(value, list) and len(value) == count:

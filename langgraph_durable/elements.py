@@ -138,10 +138,10 @@ def _msgpack_elements(whole: tuple[str, bytes], count: int) -> list[bytes] | Non
     return parts if start == len(data) else None
 
 
-def joined(serialized: list[tuple[str, bytes]]) -> tuple[str, bytes] | None:
-    """The msgpack array of elements serialized one by one as msgpack: one call
-    deserializes them all (the inverse of ``_msgpack_elements``); None otherwise."""
-    types, parts = zip(*serialized) if serialized else ((), ())
+def joined(types: Sequence[str], parts: Sequence[bytes]) -> tuple[str, bytes] | None:
+    """The msgpack array of elements serialized one by one as msgpack (their types and
+    bytes): one call deserializes them all (the inverse of ``_msgpack_elements``); None
+    if one is not msgpack."""
     if types.count(MSGPACK) != len(types):
         return None
     return MSGPACK, b"".join((b"\xdd" + len(parts).to_bytes(4, "big"), *parts))
@@ -164,6 +164,11 @@ class ElementCache:
 
     def get(self, digest: bytes) -> tuple[str, bytes] | None:
         return self._by_digest.get(digest)
+
+    def uncached(self, digests: Iterable[bytes]) -> list[bytes]:
+        """Those of ``digests`` not cached, in order."""
+        cached = self._by_digest
+        return [d for d in digests if d not in cached]
 
     def get_all(self, digests: Sequence[bytes]) -> list[tuple[str, bytes]] | None:
         """Every one of ``digests``, in order, or None if any is not cached."""
@@ -194,7 +199,7 @@ def digests_of(manifest: Any) -> tuple[bytes, ...]:
     """The element digests a verified manifest's data names, in order."""
     if not isinstance(manifest, bytes) or len(manifest) % DIGEST_BYTES:
         raise RecordDamagedError("undecodable body (not a manifest)")
-    return tuple(manifest[i : i + DIGEST_BYTES] for i in range(0, len(manifest), DIGEST_BYTES))
+    return tuple([manifest[i : i + DIGEST_BYTES] for i in range(0, len(manifest), DIGEST_BYTES)])
 
 
 def unpack(digest: bytes, stored: bytes | None) -> tuple[str, bytes]:
@@ -244,9 +249,8 @@ class ValueRecords(dict[str, "bytes | None"]):
         """Digests the opened manifests name that were not read yet (and are not cached,
         where the cache is trusted)."""
         named = named_by((*self.manifests.values(), *self.write_manifests.values()))
-        return sorted(
-            d for d in named - self.elements.keys() if not self.trust_cache or cache.get(d) is None
-        )
+        unread = named - self.elements.keys()
+        return sorted(cache.uncached(unread) if self.trust_cache else unread)
 
     def lacking(self, cache: ElementCache) -> set[str]:
         """Blob fields without a record, and blob fields and write members whose manifest

@@ -83,14 +83,7 @@ class FallbackPlans(ReadPlans):
                 ["range", upper, lower, 1],
                 report=report,
                 guess=self._fields_of(ns, newest.versions) if newest else (),
-                guess_elements=sorted(
-                    {
-                        d
-                        for ds in newest.manifests.values()
-                        for d in ds
-                        if self.element_cache.get(d) is None
-                    }
-                )
+                guess_elements=sorted(self.element_cache.uncached(newest.digests))
                 if newest
                 else (),
                 remember=True,

@@ -62,6 +62,14 @@ class _NewestVersions:
         checkpoint_id: str = "",
         manifests: Mapping[str, tuple[bytes, ...]] | None = None,
     ) -> None:
+        known = self.entry(key)
+        if (
+            checkpoint_id
+            and known is not None
+            and known.checkpoint_id == checkpoint_id
+            and known.manifests == (manifests or {})
+        ):
+            return  # read again as remembered: keep the entry (and its digests, computed)
         if len(self._threads) >= self._size:
             self._threads.clear()  # crude, but safe from any thread
         # A copy: the caller's dict may change.

@@ -1,4 +1,5 @@
-"""(d) The floor: serialize what a put writes and write it in one pipelined round trip."""
+"""(d) The floor: serialize what a put writes and write it in one pipelined round trip;
+read what a get_tuple returns in one and deserialize it."""
 
 from __future__ import annotations
 
@@ -58,6 +59,7 @@ def workload_floor(b: Bench, rounds: int) -> dict[str, Any]:
             if i >= warmup:
                 (puts if which == "put" else floors).append(d)
     put_us, floor_us = median_us(puts), median_us(floors)
+    get_us, get_floor_us = _get_against_floor(b, saver, st, shadow.thread_id, rounds)
     # What integrity costs: the same saver with its envelope's hashing switched off.
     envelope = saver.core.envelope
     envelopes = {"no hashing": NoHashEnvelope(), "xxh3-128": envelope}
@@ -73,6 +75,9 @@ def workload_floor(b: Bench, rounds: int) -> dict[str, Any]:
         "put_us": put_us,
         "floor_us": floor_us,
         "ratio": put_us / floor_us,
+        "get_tuple_us": get_us,
+        "get_tuple_floor_us": get_floor_us,
+        "get_tuple_ratio": get_us / get_floor_us,
         "integrity": {
             "put_us": put,
             "put_unhashed_us": base_put,
@@ -82,6 +87,51 @@ def workload_floor(b: Bench, rounds: int) -> dict[str, Any]:
             "get_tuple_ratio": get / base_get,
         },
     }
+
+
+def _get_against_floor(
+    b: Bench, saver: RedisSaver, st: ThreadState, floor_thread: str, rounds: int
+) -> tuple[float, float]:
+    """get_tuple(latest) against the least any Redis checkpointer must do for it: one
+    round trip reading the serialized checkpoint, metadata and channel values of the
+    same state (their keys known, nothing to look up), then deserializing them, as
+    InMemorySaver does. They alternate; medians in µs."""
+    client, serde = saver.client, JsonPlusSerializer()
+    latest = saver.get_tuple(st.latest)
+    assert latest is not None
+    stored = {k: v for k, v in latest.checkpoint.items() if k != "channel_values"}
+    parts = {
+        "checkpoint": stored,
+        "metadata": latest.metadata,
+        **latest.checkpoint["channel_values"],
+    }
+    key = f"{b.prefix('floor')}:{{{floor_thread}}}:get"
+    flat: dict[str, bytes] = {}
+    for name, value in parts.items():
+        type_, data = serde.dumps_typed(value)
+        flat[f"{name}:t"], flat[f"{name}:d"] = type_.encode(), data
+    client.hset(key, mapping=flat)
+    fields = list(flat)
+
+    def floor_get() -> dict[str, Any]:
+        pipe = client.pipeline(transaction=False)
+        pipe.hmget(key, fields)
+        (values,) = pipe.execute()
+        return {
+            name: serde.loads_typed((values[i].decode(), values[i + 1]))
+            for i, name in zip(range(0, len(values), 2), parts)
+        }
+
+    gets: list[float] = []
+    floors: list[float] = []
+    for i in range(rounds // 10 + rounds):
+        for which in ("get", "floor") if i % 2 else ("floor", "get"):
+            t0 = time.perf_counter()
+            saver.get_tuple(st.latest) if which == "get" else floor_get()
+            d = time.perf_counter() - t0
+            if i >= rounds // 10:
+                (gets if which == "get" else floors).append(d)
+    return median_us(gets), median_us(floors)
 
 
 def render_floor(fl: dict[str, Any]) -> list[str]:
@@ -96,6 +146,24 @@ def render_floor(fl: dict[str, Any]) -> list[str]:
             [[fu(fl["put_us"]), fu(fl["floor_us"]), fx(fl["ratio"]), mark(fl["ratio"], 1.15)]],
         ),
     )
+    if "get_tuple_ratio" in fl:
+        out += [
+            "",
+            (
+                "get_tuple(latest) of the same 100-message thread against its floor: one "
+                "pipelined HMGET of the serialized checkpoint, metadata and channel values "
+                "(keys known, nothing looked up), then `loads_typed` of each, as "
+                f"InMemorySaver does; alternating, median of {fl['rounds']}."
+            ),
+            "",
+            md_table(
+                ["RedisSaver.get_tuple µs", "floor µs", "get_tuple ÷ floor", "target ≤1.0×"],
+                [
+                    [fu(fl["get_tuple_us"]), fu(fl["get_tuple_floor_us"])]
+                    + [fx(fl["get_tuple_ratio"]), mark(fl["get_tuple_ratio"], 1.0)]
+                ],
+            ),
+        ]
     i = fl.get("integrity")
     if i:
         out += [

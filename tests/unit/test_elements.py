@@ -52,7 +52,7 @@ def test_a_split_list_joins_back_to_the_same_list(value: list[Any]) -> None:
         return
     serialized = [Compression.unpack(*elements.unpack(d, parts.stored[d])) for d in parts.digests]
     assert [SERDE.loads_typed(s) for s in serialized] == value
-    joined = elements.joined(serialized)
+    joined = elements.joined(*zip(*serialized))
     assert joined is not None and SERDE.loads_typed(joined) == value
     assert elements.digests_of(parts.manifest) == parts.digests
 
