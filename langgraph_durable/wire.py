@@ -16,10 +16,10 @@ a fifth of a put on loopback. Rules it keeps, as redis-py does:
   * A connection whose round trip ended cleanly (every reply read) is kept for the next
     one (``_Idle``: at most ``IDLE_MAX`` per pool, and no more than a sixteenth of it)
     instead of going back through the pool's checkout, whose "has it unread data" probe
-    is a failed non-blocking read each time. Only where holding them starves nobody: not
-    a blocking pool (its callers would wait), RESP2, no client-side cache. A kept connection the server closed
-    meanwhile (idle timeout, restart) is what that probe would have caught: its first
-    connection error is answered by one more try on a fresh socket.
+    is a failed non-blocking read each time; only where that skips nothing the pool
+    does (``_idle``). A kept connection the server closed meanwhile (idle timeout,
+    restart) is what that probe would have caught: its first connection error is
+    answered by one more try on a fresh socket.
 Sans-I/O: ``exchange`` is a generator the sync and asyncio drivers below run.
 """
 
@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import os
 import threading
-import weakref
 from collections.abc import Generator, Mapping, Sequence
 from typing import Any
 
@@ -102,7 +101,8 @@ def usable(client: Any) -> bool:
 
 class _Idle:
     """The connections kept checked out of one pool between round trips (a stack: the
-    warmest first). List ``append``/``pop`` are atomic, so threads and tasks share it."""
+    warmest first), held by the pool itself (``_ATTRIBUTE``), so they go when it goes.
+    List ``append``/``pop`` are atomic, so threads and tasks share it."""
 
     def __init__(self, limit: int) -> None:
         self.pid = os.getpid()
@@ -110,37 +110,53 @@ class _Idle:
         self.connections: list[Any] = []
 
 
-_idle_by_pool: weakref.WeakKeyDictionary[Any, _Idle | None] = weakref.WeakKeyDictionary()
+_ATTRIBUTE = "_langgraph_durable_idle"
+_PLAIN_POOLS = (redis.ConnectionPool, redis.asyncio.ConnectionPool)
 _idle_lock = threading.Lock()
 
 
+def _new_lock_in_child() -> None:  # a fork while another thread held the lock
+    global _idle_lock
+    _idle_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_new_lock_in_child)
+
+
 def _idle(pool: Any) -> _Idle | None:
-    """The kept connections of ``pool``, or None where it must not keep any."""
-    try:
-        idle = _idle_by_pool[pool]
-    except KeyError:
+    """The kept connections of ``pool``, or None where it must not keep any: only a
+    plain pool (a blocking one makes its callers wait for what is kept; a Sentinel one
+    asks Sentinel for the master at checkout), big enough (redis-py 8's default is 100),
+    without client-side caching or a credential provider (whose re-authentication
+    happens when a connection goes back to the pool)."""
+    idle = pool.__dict__.get(_ATTRIBUTE, False)
+    if idle is False:
         limit = min(IDLE_MAX, (getattr(pool, "max_connections", 0) or 0) // 16)
+        kwargs = getattr(pool, "connection_kwargs", {})
         keep = (
             limit > 0
-            and not isinstance(
-                pool, (redis.BlockingConnectionPool, redis.asyncio.BlockingConnectionPool)
-            )
+            and type(pool) in _PLAIN_POOLS
             and getattr(pool, "cache", None) is None
-            and str(getattr(pool, "connection_kwargs", {}).get("protocol") or 2) == "2"
+            and kwargs.get("credential_provider") is None
         )
         with _idle_lock:
-            idle = _idle_by_pool.setdefault(pool, _Idle(limit) if keep else None)
+            idle = pool.__dict__.setdefault(_ATTRIBUTE, _Idle(limit) if keep else None)
     if idle is not None and idle.pid != os.getpid():  # a forked child: the pool resets
         idle.pid, idle.connections = os.getpid(), []
-    return idle
+    return idle  # type: ignore[no-any-return]
 
 
 def _reuse(idle: _Idle | None) -> Any:
-    """A kept connection, or None."""
+    """A kept connection (one the server asked to move, disconnected first), or None."""
+    if idle is None:
+        return None
     try:
-        return idle.connections.pop() if idle is not None else None
+        conn = idle.connections.pop()
     except IndexError:  # none left
         return None
+    if getattr(conn, "should_reconnect", lambda: False)():  # what release() would do
+        conn.disconnect()
+    return conn
 
 
 def _keep(idle: _Idle | None, conn: Any) -> bool:
@@ -155,11 +171,15 @@ def _keep(idle: _Idle | None, conn: Any) -> bool:
 
 
 def _kept(client: Any) -> tuple[Any, list[Any]]:
+    """``client``'s pool and the connections it kept, taken one by one (each pop is
+    atomic: none is handed to a round trip and back to the pool at once)."""
     pool = getattr(client, "connection_pool", None)
-    idle = _idle_by_pool.get(pool) if pool is not None else None
-    if idle is None or idle.pid != os.getpid():
+    idle = getattr(pool, "__dict__", {}).get(_ATTRIBUTE)
+    if not isinstance(idle, _Idle) or idle.pid != os.getpid():
         return pool, []
-    kept, idle.connections = idle.connections, []
+    kept = []
+    while (conn := _reuse(idle)) is not None:
+        kept.append(conn)
     return pool, kept
 
 

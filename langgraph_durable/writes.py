@@ -240,6 +240,8 @@ class WritePlans(RetentionPlans):
         acknowledge one replication stream in order)."""
         if not self.wait_for_replicas:
             return
+        if isinstance(acked, Exception):  # WAIT refused (an ACL without it, a replica)
+            raise acked
         if int(acked) < self.wait_for_replicas:
             raise NotReplicatedError(
                 thread_id=tk.thread_id,

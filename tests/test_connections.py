@@ -1,7 +1,9 @@
 """The connections a saver keeps between round trips (wire.py): one the server closed
 meanwhile is replaced without an error even on a client that never retries, a blocking
-or small pool lends every one back, closing the saver gives them back, and the
-replica acknowledgement (WAIT) is asked on the connection that wrote."""
+or small pool lends every one back, closing the saver gives them back, and a WAIT that
+rides in a write's round trip and is refused is raised as Redis said it. (That WAIT
+asks the connection that wrote: test_redis_restarts.py, with a stopped replica; a
+Sentinel failover: test_redis_restarts.py too.)"""
 
 from __future__ import annotations
 
@@ -124,3 +126,26 @@ def test_no_more_than_a_few_connections_are_kept(
     wire.give_back(client)
     assert in_use(pool) == 0
     client.close()
+
+
+def test_a_refused_wait_is_raised_as_redis_said_it(
+    redis_url: str, redis_client: redis.Redis, key_prefix: str
+) -> None:
+    """WAIT not allowed (an ACL without it, a managed Redis that disables it): the
+    write's own error, not a TypeError from reading it as a count."""
+    user, password = f"lgd-nowait-{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
+    redis_client.acl_setuser(
+        user, enabled=True, passwords=[f"+{password}"], keys=["*"], commands=["+@all", "-wait"]
+    )
+    try:
+        client = redis.Redis.from_url(redis_url, username=user, password=password)
+        saver = RedisSaver(client, key_prefix=key_prefix, wait_for_replicas=1)
+        with pytest.raises(redis.exceptions.NoPermissionError, match="wait"):
+            saver.put(*one_checkpoint("a"))
+        config = {"configurable": {"thread_id": "a", "checkpoint_ns": "", "checkpoint_id": "x"}}
+        with pytest.raises(redis.exceptions.NoPermissionError, match="wait"):
+            saver.put_writes(config, [("c", 1)], "task")
+        saver.close()
+        client.close()
+    finally:
+        redis_client.acl_deluser(user)

@@ -1,6 +1,7 @@
 """Redis itself failing: a SIGKILLed redis-server with ``appendfsync always`` keeps every
-acknowledged checkpoint, and ``wait_for_replicas`` stops a run whose writes did not reach
-a replica."""
+acknowledged checkpoint, ``wait_for_replicas`` stops a run whose writes did not reach
+a replica (WAIT asked on the connection that wrote), and a Sentinel failover moves the
+savers to the new master without an error."""
 
 from __future__ import annotations
 
@@ -16,11 +17,14 @@ from typing import Any
 import pytest
 import redis
 from langgraph.checkpoint.base import empty_checkpoint
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+from redis.sentinel import Sentinel
 
 from langgraph_durable import AsyncRedisSaver, ConfigurationError, NotReplicatedError, RedisSaver
 from tests.helpers import graphs
 from tests.helpers.kill_harness import ROOT
-from tests.helpers.servers import Server, start_server, wait_until_stopped
+from tests.helpers.servers import Server, start_sentinel, start_server, wait_until_stopped
 
 AOF_ALWAYS = ("--save", "", "--appendonly", "yes", "--appendfsync", "always")
 
@@ -184,3 +188,75 @@ def test_scripts_lost_by_the_server_are_loaded_again(tmp_path: Path, mode: str) 
         admin.close()
     finally:
         server.stop()
+
+
+def wait_for(condition: Any, what: str, timeout: float = 120.0) -> None:
+    """Until ``condition()`` holds (polled on the servers' own state; the deadline is a
+    safety net, not a synchronisation)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.02)
+
+
+def test_a_sentinel_failover_moves_the_savers_to_the_new_master(
+    replicated: tuple[Server, Server], tmp_path: Path
+) -> None:
+    """Connections a saver keeps between round trips must not pin it to the old master:
+    once SENTINEL FAILOVER is over (the old master a replica of the new one), writes go
+    to the new master without an error: a saver from a ``redis+sentinel://`` URL and one
+    on a client from redis-py's ``Sentinel.master_for``. (Writes *during* a failover may
+    reach the old master and be lost when it resyncs: Redis' asynchronous replication;
+    only ``wait_for_replicas`` refuses them. An asyncio client of redis-py's Sentinel
+    fails its first command after a failover, redis-py's own SET too: not tested here.)"""
+    primary, replica = replicated
+    watcher = start_sentinel(str(tmp_path), primary)
+    sentinel = redis.Redis(port=watcher.port)
+    promoted, demoted = redis.Redis(port=replica.port), redis.Redis(port=primary.port)
+    retry = Retry(NoBackoff(), 3)
+    sentinels = [("127.0.0.1", watcher.port)]
+
+    def args(thread_id: str) -> tuple[Any, ...]:
+        config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+        return config, empty_checkpoint(), {"source": "input", "step": -1}, {}
+
+    def on_new_master(thread_id: str) -> bool:
+        return bool(promoted.keys(f"lgdfailover*{{{thread_id}}}*"))
+
+    url = f"redis+sentinel://127.0.0.1:{watcher.port}/mymaster"
+    master = Sentinel(sentinels).master_for("mymaster", retry=retry)
+    try:
+        with (
+            RedisSaver.from_conn_string(url, key_prefix="lgdfailover") as by_url,
+            RedisSaver(master, key_prefix="lgdfailover") as on_client,
+        ):
+            savers = {"url": by_url, "client": on_client}
+            for name, saver in savers.items():
+                saver.put(*args(f"{name}-0"))
+            wait_for(  # sentinel learns of replicas from the master's INFO, every 10 s
+                lambda: any(
+                    r.get("port") == replica.port
+                    and r.get("master-link-status") == "ok"
+                    and not r.get("is_disconnected")
+                    for r in sentinel.sentinel_slaves("mymaster")
+                ),
+                "sentinel did not discover the replica",
+            )
+            old = sentinel.sentinel_get_master_addr_by_name("mymaster")
+            sentinel.execute_command("SENTINEL", "FAILOVER", "mymaster")
+            wait_for(
+                lambda: (
+                    sentinel.sentinel_get_master_addr_by_name("mymaster") != old
+                    and promoted.info("replication")["role"] == "master"
+                    and demoted.info("replication")["role"] == "slave"
+                ),
+                "the failover did not complete",
+            )
+            for i in range(1, 4):
+                for name, saver in savers.items():
+                    saver.put(*args(f"{name}-{i}"))
+        assert on_new_master("url-3") and on_new_master("client-3")
+    finally:
+        for client in (master, sentinel, promoted, demoted):
+            client.close()
+        watcher.stop()
