@@ -12,7 +12,8 @@ Owns the write conversation. Rules it keeps:
     never built on; a key of the wrong type is moved to its damaged twin and the write
     sent again (``LGD_REPAIR``).
   * With ``wait_for_replicas``, the write is acknowledged by that many replicas or
-    ``NotReplicatedError`` says it was not.
+    ``NotReplicatedError`` says it was not: WAIT goes in the write's own round trip, on
+    the connection that wrote (it counts that connection's writes).
 """
 
 from __future__ import annotations
@@ -132,7 +133,6 @@ class WritePlans(RetentionPlans):
         sent = [*(d for d, _ in elements), *(f for f, _ in blobs)]
         script = Script("put_checkpoint", tk.for_writes(), [*args, "sent", *sent])
         replies, acked = yield from self.write_round_trip(
-            tk,
             [
                 *(("HSETNX", tk.el, d, e) for d, e in elements),
                 *(("HSETNX", tk.bl, f, r) for f, r in blobs),
@@ -148,7 +148,7 @@ class WritePlans(RetentionPlans):
         if in_namespace == -1:  # a hash has the wrong type: repair, values inline
             pairs = [x for pair in (*elements, *blobs) for x in pair]
             inline = Script("put_checkpoint", tk.with_twins(), [*args, "inline", *pairs])
-            (in_namespace,), acked = yield from self.write_round_trip(tk, [inline], raising=True)
+            (in_namespace,), acked = yield from self.write_round_trip([inline], raising=True)
         self._newest_versions.remember(
             (thread_id, ns), checkpoint.get("channel_versions", {}), checkpoint["id"], manifests
         )
@@ -206,12 +206,12 @@ class WritePlans(RetentionPlans):
                 *triples,
             ]
             script = Script("put_writes", tk.for_writes(), args)
-            (reply,), acked = yield from self.write_round_trip(tk, [script])
+            (reply,), acked = yield from self.write_round_trip([script])
             _, acked = yield from self._write_reply(tk, script, reply, acked)
             self.replicated(tk, acked)
 
     def write_round_trip(
-        self, tk: ThreadKeys, commands: list[Any], raising: bool = False, **batch: Any
+        self, commands: list[Any], raising: bool = False, **batch: Any
     ) -> Plan[tuple[list[Any], Any]]:
         """One write round trip: its replies (errors as values unless ``raising``) and,
         with ``wait_for_replicas``, the replicas that acknowledged it (WAIT rides on the
@@ -228,7 +228,7 @@ class WritePlans(RetentionPlans):
         are raised, typed."""
         if reply_codes.needs_repair(reply):
             again = Script(script.name, tk.with_twins(), script.args)
-            (reply,), acked = yield from self.write_round_trip(tk, [again], raising=True)
+            (reply,), acked = yield from self.write_round_trip([again], raising=True)
             return reply, acked
         if isinstance(reply, Exception):
             raise reply_codes.typed(self.keys, script, reply)

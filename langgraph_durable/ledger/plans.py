@@ -144,7 +144,7 @@ class LedgerPlans:
             ]
         core = self.saver.core
         _, acked = yield from core.write_round_trip(
-            tk, [Script("ledger_write", tk.with_twins(), args)], raising=True
+            [Script("ledger_write", tk.with_twins(), args)], raising=True
         )
         core.replicated(tk, acked)
 
