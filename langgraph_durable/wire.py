@@ -147,16 +147,19 @@ def _idle(pool: Any) -> _Idle | None:
 
 
 def _reuse(idle: _Idle | None) -> Any:
-    """A kept connection (one the server asked to move, disconnected first), or None."""
+    """A kept connection, or None."""
     if idle is None:
         return None
     try:
-        conn = idle.connections.pop()
+        return idle.connections.pop()
     except IndexError:  # none left
         return None
-    if getattr(conn, "should_reconnect", lambda: False)():  # what release() would do
-        conn.disconnect()
-    return conn
+
+
+def _moved(conn: Any) -> bool:
+    """Whether the server asked ``conn`` to reconnect (redis-py 8's maintenance
+    notifications): what the pool's release() would have disconnected."""
+    return bool(getattr(conn, "should_reconnect", lambda: False)())
 
 
 def _keep(idle: _Idle | None, conn: Any) -> bool:
@@ -219,6 +222,8 @@ def round_trip(
     idle = _idle(pool)
     conn = _reuse(idle)
     kept, conn = conn is not None, conn or pool.get_connection()
+    if kept and _moved(conn):
+        conn.disconnect()
 
     def attempt() -> list[Any]:
         return _run(conn, exchange(commands, atomic, client.response_callbacks, after))
@@ -276,6 +281,8 @@ async def around_trip(
     idle = _idle(pool)
     conn = _reuse(idle)
     kept, conn = conn is not None, conn or await pool.get_connection()
+    if kept and _moved(conn):
+        await conn.disconnect()
 
     async def attempt() -> list[Any]:
         return await _arun(conn, exchange(commands, atomic, client.response_callbacks, after))

@@ -149,3 +149,45 @@ def test_a_refused_wait_is_raised_as_redis_said_it(
         client.close()
     finally:
         redis_client.acl_deluser(user)
+
+
+def named_ids(admin: redis.Redis, name: str) -> set[int]:
+    return {c["id"] for c in admin.client_list() if c.get("name") == name}
+
+
+def test_a_kept_connection_the_server_asked_to_move_reconnects(
+    redis_url: str, redis_client: redis.Redis, key_prefix: str
+) -> None:
+    """A maintenance notification marks a connection to reconnect; the pool's release
+    would drop it, so a kept one is reconnected before its next round trip (sync and
+    asyncio: the asyncio disconnect is awaited)."""
+    name = f"lgd-moved-{uuid.uuid4().hex[:8]}"
+
+    def marked(pool: Any) -> Any:
+        (conn,) = pool.__dict__["_langgraph_durable_idle"].connections
+        if not hasattr(conn, "mark_for_reconnect"):
+            pytest.skip("this redis-py has no maintenance notifications")
+        conn.mark_for_reconnect()
+        return conn
+
+    client = redis.Redis.from_url(redis_url, client_name=name)
+    saver = RedisSaver(client, key_prefix=key_prefix)
+    saver.put(*one_checkpoint("a"))
+    before, conn = named_ids(redis_client, name), marked(client.connection_pool)
+    saver.put(*one_checkpoint("b"))
+    assert not conn.should_reconnect() and named_ids(redis_client, name) - before
+    saver.close()
+    client.close()
+
+    async def run() -> None:
+        aclient = redis.asyncio.Redis.from_url(redis_url, client_name=f"a{name}")
+        asaver = AsyncRedisSaver(aclient, key_prefix=key_prefix)
+        await asaver.aput(*one_checkpoint("c"))
+        before, conn = named_ids(redis_client, f"a{name}"), marked(aclient.connection_pool)
+        await asaver.aput(*one_checkpoint("d"))
+        assert not conn.should_reconnect()
+        assert named_ids(redis_client, f"a{name}") - before
+        await asaver.aclose()
+        await aclient.aclose()
+
+    asyncio.run(run())
