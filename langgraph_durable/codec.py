@@ -157,6 +157,8 @@ class RecordCodec:
         if trusted:  # the usual read of a thread this process knows: every one cached
             cached = cache.get_all(digests)
             if cached is not None:
+                if sum(len(data) for _, data in cached) > self.max_record_bytes:
+                    raise self._list_too_long()
                 return self._loaded_list(cached, len(digests), accepted)
         serialized = []
         total = 0
@@ -168,20 +170,21 @@ class RecordCodec:
                 known = type_, data
             total += len(known[1])
             if total > self.max_record_bytes:
-                raise RecordDamagedError(
-                    f"undecompressable: a list of more than {self.max_record_bytes} bytes"
-                )
+                raise self._list_too_long()
             serialized.append(known)
         return self._loaded_list(serialized, len(digests), accepted)
+
+    def _list_too_long(self) -> RecordDamagedError:
+        return RecordDamagedError(
+            f"undecompressable: a list of more than {self.max_record_bytes} bytes"
+        )
 
     def _loaded_list(
         self, serialized: list[tuple[str, bytes]], count: int, accepted: frozenset[str] | None
     ) -> list[Any]:
+        """The list of ``serialized`` elements (their size already checked), deserialized
+        in one call where they are all msgpack."""
         types, parts = zip(*serialized) if serialized else ((), ())
-        if sum(map(len, parts)) > self.max_record_bytes:
-            raise RecordDamagedError(
-                f"undecompressable: a list of more than {self.max_record_bytes} bytes"
-            )
         array = elements.joined(types, parts)  # one deserialization for the whole list
         if array is not None:
             value = load(self.serde, *array, accepted)
