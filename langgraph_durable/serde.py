@@ -135,7 +135,9 @@ def load(serde: SerializerProtocol, type_: Any, data: Any, accepted: frozenset[s
 
 ExtHook = Callable[[int, bytes], Any]
 _CONSTRUCTED = (jsonplus.EXT_CONSTRUCTOR_KW_ARGS, jsonplus.EXT_PYDANTIC_V2)  # cls(**kwargs)
-_class_hooks: weakref.WeakKeyDictionary[ExtHook, ExtHook] = weakref.WeakKeyDictionary()
+# serializer -> (its ext hook, our hook in front of it). Neither value references the
+# serializer, so an entry goes with it (a graph compiled per request makes one each time).
+_class_hooks: weakref.WeakKeyDictionary[Any, tuple[ExtHook, ExtHook]] = weakref.WeakKeyDictionary()
 
 
 def _class_hook(serde: SerializerProtocol) -> ExtHook | None:
@@ -149,13 +151,12 @@ def _class_hook(serde: SerializerProtocol) -> ExtHook | None:
     base = getattr(serde, "_unpack_ext_hook", None)
     if base is None:
         return None
-    hook = _class_hooks.get(base)
-    if hook is None:
+    known = _class_hooks.get(serde)
+    if known is None or known[0] is not base:
         allowed = getattr(serde, "_allowed_msgpack_modules", None)
-        hook = _class_hooks.setdefault(
-            base, _make_class_hook(base, allowed if isinstance(allowed, set) else set())
-        )
-    return hook
+        known = (base, _make_class_hook(base, allowed if isinstance(allowed, set) else set()))
+        _class_hooks[serde] = known
+    return known[1]
 
 
 def _make_class_hook(base: ExtHook, allowed: set[tuple[str, ...]]) -> ExtHook:

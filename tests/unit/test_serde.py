@@ -4,8 +4,10 @@ LangGraph's own serializer does: same values, same refusals, same fallbacks. No 
 from __future__ import annotations
 
 import datetime
+import gc
 import importlib
 import uuid
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -176,3 +178,13 @@ def test_an_object_is_built_by_its_constructor_as_langgraph_builds_it() -> None:
     ours = read(serde, payload)
     assert same(ours, read(serde, payload, shortcut=False))
     assert type(ours.floor) is float
+
+
+def test_a_serializer_and_its_hook_are_collected_together() -> None:
+    """Graphs compiled per request each get a serializer: none may be kept alive."""
+    serde = default_serde((Invoice,))
+    assert durable_serde._class_hook(serde) is not None
+    gone, hook_gone = weakref.ref(serde), weakref.ref(serde._unpack_ext_hook)
+    del serde
+    gc.collect()
+    assert gone() is None and hook_gone() is None
