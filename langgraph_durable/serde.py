@@ -11,21 +11,20 @@ Rules this module keeps:
   * Any other failure to deserialize a record that verified (another serializer's data,
     an ``EncryptedSerializer`` with the wrong key) is damage as well, never an exception
     out of a read.
-  * LangGraph's own ``JsonPlusSerializer`` is read through ``_class_hook``: the same
-    ext hook, with the class of each allowed (module, name) resolved once instead of
-    through ``importlib`` for every object (~15% of reading a message list). Anything
-    else (a type not allowed, a failure, any other extension) goes to LangGraph's hook
-    unchanged, so what a record turns into is exactly what LangGraph would make of it.
+  * LangGraph's own ``JsonPlusSerializer`` is read by ``_fast_load`` first: its own ext
+    hook, but an allowed class taken from ``sys.modules`` instead of ``importlib`` for
+    every object (~15% of reading a message list). Whatever that pass does not expect
+    (a type not allowed, a failure) abandons it for LangGraph's own read, so what a
+    record turns into is exactly what LangGraph would make of it.
 It does not know about Redis, keys or envelopes: callers open the envelope first.
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
+import sys
 import threading
-import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import ormsgpack
@@ -117,71 +116,72 @@ def load(serde: SerializerProtocol, type_: Any, data: Any, accepted: frozenset[s
         raise RecordDamagedError(f"refused serialization type {str(type_)[:40]!r}")
     if isinstance(data, memoryview):
         data = bytes(data)
+    outer = getattr(_loading, "refused", None)  # a constructor may read a record itself
     _loading.refused = refused = []
     try:
-        hook = _class_hook(serde) if type_ == "msgpack" else None
-        if hook is not None:
-            value = ormsgpack.unpackb(data, ext_hook=hook, option=ormsgpack.OPT_NON_STR_KEYS)
-        else:
+        value = _fast_load(serde, data) if type_ == "msgpack" else _NOT_FAST
+        if value is _NOT_FAST:
             value = serde.loads_typed((type_, data))
     except Exception as exc:  # whatever the serializer raises, the record is unusable
         raise RecordDamagedError(f"undeserializable ({type(exc).__name__})") from exc
     finally:
-        _loading.refused = None
+        _loading.refused = outer
     if refused:
         raise RecordDamagedError(f"refused type {refused[0]} (not in the msgpack allowlist)")
     return value
 
 
-ExtHook = Callable[[int, bytes], Any]
+_NOT_FAST = object()
 _CONSTRUCTED = (jsonplus.EXT_CONSTRUCTOR_KW_ARGS, jsonplus.EXT_PYDANTIC_V2)  # cls(**kwargs)
-# serializer -> (its ext hook, our hook in front of it). Neither value references the
-# serializer, so an entry goes with it (a graph compiled per request makes one each time).
-_class_hooks: weakref.WeakKeyDictionary[Any, tuple[ExtHook, ExtHook]] = weakref.WeakKeyDictionary()
+_LANGGRAPH_HOOK = getattr(getattr(jsonplus, "_msgpack_ext_hook", None), "__code__", None)
 
 
-def _class_hook(serde: SerializerProtocol) -> ExtHook | None:
-    """The fast ext hook standing in for ``serde``'s own, or None where ``serde`` is not
-    LangGraph's ``JsonPlusSerializer`` reading msgpack its own way (a subclass that
-    reads differently, a custom ext hook): those are read by ``loads_typed``."""
-    if type(serde).loads_typed is not JsonPlusSerializer.loads_typed or getattr(
-        serde, "_custom_unpack_ext_hook", True
-    ):
-        return None
+def _fast_load(serde: SerializerProtocol, data: bytes) -> Any:
+    """``serde.loads_typed(("msgpack", data))`` for LangGraph's own serializer and ext
+    hook, ~15% faster: an object LangGraph builds as ``cls(**kwargs)`` whose type its
+    allowlist accepts takes its class from ``sys.modules`` instead of
+    ``importlib.import_module`` (which LangGraph calls for every message). Anything else
+    the fast pass meets (a type not allowed or not imported yet, a payload of another
+    shape, a constructor that fails) abandons it, and LangGraph reads the record from
+    the start: the result, refusals and fallbacks are LangGraph's, and a hostile record
+    costs at most two reads. ``_NOT_FAST`` where it does not apply."""
+    if type(serde).loads_typed is not JsonPlusSerializer.loads_typed:
+        return _NOT_FAST
     base = getattr(serde, "_unpack_ext_hook", None)
-    if base is None:
-        return None
-    known = _class_hooks.get(serde)
-    if known is None or known[0] is not base:
-        allowed = getattr(serde, "_allowed_msgpack_modules", None)
-        known = (base, _make_class_hook(base, allowed if isinstance(allowed, set) else set()))
-        _class_hooks[serde] = known
-    return known[1]
+    allowed = _allowlist_of(base)
+    if allowed is None:
+        return _NOT_FAST
+    safe = lg_msgpack
 
-
-def _make_class_hook(base: ExtHook, allowed: set[tuple[str, ...]]) -> ExtHook:
-    """LangGraph's hook ``base`` with one shortcut: an object built as ``cls(**kwargs)``
-    whose (module, name) LangGraph's allowlist accepts (its safe types, or ``allowed``:
-    never the types its permissive mode merely warns about) takes its class from a
-    cache. A type not allowed, an unexpected payload or a constructor that fails goes to
-    ``base`` (which refuses, reports or falls back exactly as it always does)."""
-    classes: dict[tuple[str, str], Any] = {}
-
-    def hook(code: int, data: bytes) -> Any:
+    def hook(code: int, payload: bytes) -> Any:
         if code not in _CONSTRUCTED:
-            return base(code, data)
-        try:
-            module, name, kwargs = ormsgpack.unpackb(
-                data, ext_hook=hook, option=ormsgpack.OPT_NON_STR_KEYS
-            )[:3]
-            cls = classes.get((module, name))
-            if cls is None:
-                key = (module, name)
-                if key not in lg_msgpack.SAFE_MSGPACK_TYPES and key not in allowed:
-                    return base(code, data)
-                cls = classes[key] = getattr(importlib.import_module(module), name)
-            return cls(**kwargs)
-        except Exception:  # noqa: BLE001 - LangGraph's hook decides what a failure gives
-            return base(code, data)
+            return base(code, payload)  # type: ignore[misc]
+        module, name, kwargs = ormsgpack.unpackb(
+            payload, ext_hook=hook, option=ormsgpack.OPT_NON_STR_KEYS
+        )[:3]
+        key = (module, name)
+        if key not in safe.SAFE_MSGPACK_TYPES and not (allowed and key in allowed):
+            raise LookupError("not for the fast pass")
+        return getattr(sys.modules[module], name)(**kwargs)
 
-    return hook
+    try:
+        return ormsgpack.unpackb(data, ext_hook=hook, option=ormsgpack.OPT_NON_STR_KEYS)
+    except Exception:  # noqa: BLE001 - abandoned: LangGraph reads it from the start
+        return _NOT_FAST
+
+
+def _allowlist_of(base: Any) -> Any:
+    """The explicit allowlist (a set, or () for none) LangGraph's ext hook ``base``
+    checks, read from the hook itself (what it enforces, even if the serializer's
+    attribute changed since); None if ``base`` is not LangGraph's own hook. Types its
+    permissive mode merely warns about are never in it."""
+    if getattr(base, "__code__", None) is not _LANGGRAPH_HOOK or _LANGGRAPH_HOOK is None:
+        return None
+    try:
+        cells = dict(zip(base.__code__.co_freevars, base.__closure__))
+        check = cells["_check_allowed"].cell_contents
+        allowed = dict(zip(check.__code__.co_freevars, check.__closure__))["allowed_modules"]
+        modules = allowed.cell_contents
+    except (AttributeError, KeyError, TypeError, ValueError):
+        return None
+    return modules if isinstance(modules, set) else ()

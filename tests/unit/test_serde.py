@@ -1,5 +1,6 @@
-"""The class-caching ext hook (``serde._class_hook``) reads every record exactly as
-LangGraph's own serializer does: same values, same refusals, same fallbacks. No server."""
+"""The fast read of LangGraph's serializer (``serde._fast_load``) reads every record
+exactly as LangGraph's own does: same values, same refusals, same fallbacks, and a
+hostile record costs at most two reads. No server."""
 
 from __future__ import annotations
 
@@ -42,15 +43,15 @@ class Address(BaseModel):
 def read(serde: Any, data: bytes, *, shortcut: bool = True) -> Any:
     """What ``load`` makes of ``data`` (the error's text if it refuses it), with the
     class-caching hook or through LangGraph's ``loads_typed`` alone."""
-    saved = durable_serde._class_hook
+    saved = durable_serde._fast_load
     if not shortcut:
-        durable_serde._class_hook = lambda serde: None  # type: ignore[assignment]
+        durable_serde._fast_load = lambda serde, data: durable_serde._NOT_FAST
     try:
         return load(serde, "msgpack", data, accepted_types(serde))
     except RecordDamagedError as exc:
         return f"damaged: {exc}"
     finally:
-        durable_serde._class_hook = saved
+        durable_serde._fast_load = saved
 
 
 def same(ours: Any, theirs: Any) -> bool:
@@ -80,7 +81,6 @@ VALUES = [
 def test_every_value_reads_as_langgraph_reads_it(value: Any, allowlist: tuple[type, ...]) -> None:
     serde = default_serde(allowlist)
     _, data = serde.dumps_typed(value)
-    assert durable_serde._class_hook(serde) is not None
     ours, theirs = read(serde, data), read(serde, data, shortcut=False)
     assert same(ours, theirs)
     if allowlist or not (isinstance(value, list) and isinstance(value[0], Invoice)):
@@ -100,7 +100,7 @@ def _walk(value: Any) -> list[Any]:
     return [value]
 
 
-def test_a_list_of_messages_resolves_each_class_once(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_list_of_messages_imports_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     serde = default_serde()
     _, data = serde.dumps_typed([HumanMessage(content=str(i)) for i in range(50)])
     load(serde, "msgpack", data, accepted_types(serde))  # the class is cached from here on
@@ -117,8 +117,9 @@ def test_a_serializer_that_reads_its_own_way_is_left_to_itself() -> None:
             return "LOUD"
 
     custom = jsonplus.JsonPlusSerializer(__unpack_ext_hook__=lambda code, data: "hooked")
-    assert durable_serde._class_hook(Shouting()) is None
-    assert durable_serde._class_hook(custom) is None
+    data = ormsgpack.packb(1)
+    assert durable_serde._fast_load(Shouting(), data) is durable_serde._NOT_FAST
+    assert durable_serde._fast_load(custom, data) is durable_serde._NOT_FAST
     assert load(Shouting(), "msgpack", ormsgpack.packb(1), None) == "LOUD"
 
 
@@ -183,8 +184,89 @@ def test_an_object_is_built_by_its_constructor_as_langgraph_builds_it() -> None:
 def test_a_serializer_and_its_hook_are_collected_together() -> None:
     """Graphs compiled per request each get a serializer: none may be kept alive."""
     serde = default_serde((Invoice,))
-    assert durable_serde._class_hook(serde) is not None
+    assert same(read(serde, serde.dumps_typed([Invoice(1, 2.0)])[1]), [Invoice(1, 2.0)])
     gone, hook_gone = weakref.ref(serde), weakref.ref(serde._unpack_ext_hook)
     del serde
     gc.collect()
     assert gone() is None and hook_gone() is None
+
+
+def chain(depth: int, module: str, name: str) -> bytes:
+    """``depth`` objects of (module, name), each the only keyword argument of the next."""
+    inner = ormsgpack.packb(["langchain_core.messages.human", "HumanMessage", {"content": "x"}])
+    payload = ormsgpack.Ext(jsonplus.EXT_CONSTRUCTOR_KW_ARGS, inner)
+    for _ in range(depth):
+        inner = ormsgpack.packb([module, name, {"content": payload}])
+        payload = ormsgpack.Ext(jsonplus.EXT_CONSTRUCTOR_KW_ARGS, inner)
+    return ormsgpack.packb(payload)
+
+
+@pytest.mark.parametrize(
+    "module, name",
+    [("os", "system"), ("langchain_core.messages.human", "HumanMessage")],  # refused; fails
+)
+def test_a_deep_hostile_record_costs_at_most_two_reads(
+    monkeypatch: pytest.MonkeyPatch, module: str, name: str
+) -> None:
+    """Nested objects refused or failing their constructor (HumanMessage(content=<a
+    message>)) at every level: the fast read gives up once, LangGraph reads once."""
+    serde, data = default_serde(), chain(60, module, name)
+    unpacks = []
+    real = ormsgpack.unpackb
+    monkeypatch.setattr(ormsgpack, "unpackb", lambda *a, **k: unpacks.append(1) or real(*a, **k))
+    theirs = read(serde, data, shortcut=False)
+    langgraph_alone, unpacks[:] = len(unpacks), []
+    assert same(read(serde, data), theirs)
+    assert len(unpacks) <= 2 * langgraph_alone
+
+
+def test_what_the_hook_enforces_is_what_the_fast_read_enforces() -> None:
+    """The allowlist is LangGraph's hook's own, checked on every object: shrunk in place,
+    the attribute reassigned, or the hook replaced, the fast read follows the hook."""
+    serde = default_serde((Invoice,))
+    data = serde.dumps_typed([Invoice(1, 2.0)])[1]
+    assert same(read(serde, data), [Invoice(1, 2.0)])
+    serde._allowed_msgpack_modules = {("os", "getcwd")}  # the hook still allows Invoice
+    assert same(read(serde, data), read(serde, data, shortcut=False))
+    serde._allowed_msgpack_modules.clear()
+    assert durable_serde._allowlist_of(serde._unpack_ext_hook) == {(__name__, "Invoice")}
+    durable_serde._allowlist_of(serde._unpack_ext_hook).clear()  # shrunk in place
+    assert "refused type" in read(serde, data)
+    serde._unpack_ext_hook = lambda code, payload: "DENIED"
+    assert read(serde, data) == read(serde, data, shortcut=False) == ["DENIED"]
+
+
+def test_a_class_replaced_in_its_module_is_the_one_built(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Patched(HumanMessage):
+        pass
+
+    serde = default_serde()
+    data = serde.dumps_typed([HumanMessage(content="hi")])[1]
+    monkeypatch.setattr("langchain_core.messages.human.HumanMessage", Patched)
+    assert type(read(serde, data)[0]) is Patched is type(read(serde, data, shortcut=False)[0])
+
+
+class Reader(BaseModel):
+    """A type whose constructor reads a record itself (``load`` re-entered)."""
+
+    x: int
+
+    def model_post_init(self, _: Any) -> None:
+        serde = default_serde()
+        READS.append(load(serde, "msgpack", ormsgpack.packb(1), accepted_types(serde)))
+
+
+READS: list[Any] = []
+
+
+def test_a_constructor_that_reads_a_record_itself_keeps_the_outer_refusal() -> None:
+    serde = default_serde((Reader,))
+    reader = ormsgpack.packb(
+        ormsgpack.Ext(jsonplus.EXT_PYDANTIC_V2, ormsgpack.packb([__name__, "Reader", {"x": 1}]))
+    )
+    refused = ormsgpack.packb(ormsgpack.Ext(0, ormsgpack.packb(["os", "getcwd", None])))
+    data = b"\x92" + reader + refused  # [Reader(x=1), os.getcwd(None)]
+    READS.clear()
+    for shortcut in (True, False):
+        assert read(serde, data, shortcut=shortcut).startswith("damaged: refused type os.getcwd")
+    assert READS == [1, 1]  # the inner read ran, each time
