@@ -15,7 +15,7 @@ settings they share (set once by ``SaverCore.__init__``, never changed by a plan
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 from typing import TYPE_CHECKING, Any
 
 import msgpack
@@ -180,7 +180,7 @@ class RecordCodec:
         )
 
     def _loaded_list(
-        self, serialized: list[tuple[str, bytes]], count: int, accepted: frozenset[str] | None
+        self, serialized: list[tuple[str, bytes]], count: int, accepted: Container[str] | None
     ) -> list[Any]:
         """The list of ``serialized`` elements (their size already checked), deserialized
         in one call where they are all msgpack."""

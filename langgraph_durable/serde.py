@@ -24,13 +24,14 @@ from __future__ import annotations
 import logging
 import sys
 import threading
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 from typing import Any
 
 import ormsgpack
 from langgraph.checkpoint.serde import _msgpack as lg_msgpack
 from langgraph.checkpoint.serde import jsonplus
 from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.serde.event_hooks import SerdeEvent, register_serde_event_listener
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
@@ -103,14 +104,33 @@ def warn_if_permissive(serde: SerializerProtocol, *, signed: bool) -> None:
         )
 
 
-def accepted_types(serde: SerializerProtocol) -> frozenset[str] | None:
+class _Encrypted(Container[str]):
+    """The types an ``EncryptedSerializer`` over LangGraph's serializer may be handed:
+    ours, encrypted ("msgpack+aes") or plain (it passes a plain one to the serializer
+    inside, so a forged plain "json" record would reach LangChain's reviver)."""
+
+    def __init__(self, plain: frozenset[str]) -> None:
+        self.plain = plain
+
+    def __contains__(self, type_: object) -> bool:
+        return isinstance(type_, str) and type_.partition("+")[0] in self.plain
+
+
+def accepted_types(serde: SerializerProtocol) -> Container[str] | None:
     """The stored type names ``serde`` may be handed, or None for any (not ours to say)."""
     if isinstance(serde, JsonPlusSerializer) and not serde.pickle_fallback:
         return _JSONPLUS_TYPES
+    inner = getattr(serde, "serde", None)
+    if (
+        isinstance(serde, EncryptedSerializer)
+        and isinstance(inner, JsonPlusSerializer)
+        and not inner.pickle_fallback
+    ):
+        return _Encrypted(_JSONPLUS_TYPES)
     return None
 
 
-def load(serde: SerializerProtocol, type_: Any, data: Any, accepted: frozenset[str] | None) -> Any:
+def load(serde: SerializerProtocol, type_: Any, data: Any, accepted: Container[str] | None) -> Any:
     """Deserialize a verified record's value, or raise ``RecordDamagedError``."""
     if not isinstance(type_, str) or (accepted is not None and type_ not in accepted):
         raise RecordDamagedError(f"refused serialization type {str(type_)[:40]!r}")

@@ -118,6 +118,25 @@ def test_pickle_and_json_records_are_refused_by_the_default_serializer(
                 saver.get_tuple(cfg("t", newest.checkpoint["id"]))
 
 
+def test_an_encrypting_serializer_refuses_a_plain_json_record_too(
+    redis_url: str, key_prefix: str, redis_client: redis.Redis
+) -> None:
+    """EncryptedSerializer hands a record without a cipher suffix to the serializer inside:
+    a forged plain "json" record would be revived by LangChain's reviver, past the
+    msgpack allowlist. Refused like it is without encryption."""
+    serde = EncryptedSerializer.from_pycryptodome_aes(key=b"1" * 32)
+    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix, serde=serde) as saver:
+        graph = counting_graph().compile(checkpointer=saver)
+        graph.invoke({"count": 0, "note": ""}, cfg("t"))
+        newest = saver.get_tuple(cfg("t"))
+        assert newest is not None and newest.checkpoint["channel_values"]["note"] == "step 3"
+        field = saver.keys.blob_field("", "note", newest.checkpoint["channel_versions"]["note"])
+        record = saver.core._seal("bl", "t", field, ["json", b'"forged"'])
+        redis_client.hset(saver.keys.thread("t").bl, field, record)
+        with pytest.raises(CheckpointCorruptedError, match="refused serialization type 'json'"):
+            saver.get_tuple(cfg("t", newest.checkpoint["id"]))
+
+
 @pytest.mark.parametrize("module", [7, None, b"os", 1.5])
 def test_a_type_named_by_something_other_than_a_string_is_refused_not_passed_through(
     redis_url: str, key_prefix: str, redis_client: redis.Redis, module: Any
