@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import sys
 import threading
+import weakref
 from collections.abc import Container, Iterable
 from typing import Any
 
@@ -168,10 +169,14 @@ def _fast_load(serde: SerializerProtocol, data: bytes) -> Any:
     if type(serde).loads_typed is not JsonPlusSerializer.loads_typed:
         return _NOT_FAST
     base = getattr(serde, "_unpack_ext_hook", None)
-    allowed = _allowlist_of(base)
+    try:
+        allowed = _allowlists[base]
+    except (KeyError, TypeError):  # a hook not seen yet, or one that is no function
+        allowed = _allowlist_of(base)
+        if allowed is not None:
+            _allowlists[base] = allowed
     if allowed is None:
         return _NOT_FAST
-    safe = lg_msgpack
 
     def hook(code: int, payload: bytes) -> Any:
         if code not in _CONSTRUCTED:
@@ -180,7 +185,7 @@ def _fast_load(serde: SerializerProtocol, data: bytes) -> Any:
             payload, ext_hook=hook, option=ormsgpack.OPT_NON_STR_KEYS
         )[:3]
         key = (module, name)
-        if key not in safe.SAFE_MSGPACK_TYPES and not (allowed and key in allowed):
+        if key not in lg_msgpack.SAFE_MSGPACK_TYPES and not (allowed and key in allowed):
             raise LookupError("not for the fast pass")
         return getattr(sys.modules[module], name)(**kwargs)
 
@@ -190,12 +195,17 @@ def _fast_load(serde: SerializerProtocol, data: bytes) -> Any:
         return _NOT_FAST
 
 
+# LangGraph's hook -> the allowlist it checks (the very set its closure holds, so a change
+# in place shows). The value does not lead back to the hook: an entry goes with it.
+_allowlists: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+
+
 def _allowlist_of(base: Any) -> Any:
     """The explicit allowlist (a set, or () for none) LangGraph's ext hook ``base``
     checks, read from the hook itself (what it enforces, even if the serializer's
     attribute changed since); None if ``base`` is not LangGraph's own hook. Types its
     permissive mode merely warns about are never in it."""
-    if getattr(base, "__code__", None) is not _LANGGRAPH_HOOK or _LANGGRAPH_HOOK is None:
+    if _LANGGRAPH_HOOK is None or getattr(base, "__code__", None) is not _LANGGRAPH_HOOK:
         return None
     try:
         cells = dict(zip(base.__code__.co_freevars, base.__closure__))
