@@ -305,9 +305,13 @@ class RecordCodec:
         ]
 
     def _blob_fields(self, decoded: _Decoded) -> list[str]:
-        return self._fields_of(
-            decoded.checkpoint_ns, decoded.checkpoint.get("channel_versions", {})
-        )
+        """The blob fields of ``decoded``'s channel values, in ``channel_versions`` order
+        (worked out once per decoded record: a read asks several times)."""
+        if decoded.fields is None:
+            decoded.fields = self._fields_of(
+                decoded.checkpoint_ns, decoded.checkpoint.get("channel_versions", {})
+            )
+        return decoded.fields
 
     def _values_verify(self, tk: ThreadKeys, d: _Decoded, values: Mapping[str, Any]) -> bool:
         """Whether every channel value of ``d`` in ``values`` verifies and deserializes."""

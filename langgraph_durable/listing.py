@@ -89,6 +89,9 @@ class ListingPlans(ReadPlans):
             # Walk the sorted index newest first, a page per round trip: one namespace's
             # range, or every namespace's in timeline order (the read script merges them).
             cursor: Any = before_id
+            # The id a page starts below, whose values are guessed (not with a filter:
+            # which checkpoints it keeps is not known before they are read).
+            below, guessing = before_id, not filter
             if ns is None and before_id:
                 cursor = self.keys.timeline_cursor(before_id)
             while True:
@@ -98,13 +101,22 @@ class ListingPlans(ReadPlans):
                 else:
                     upper, lower = self.keys.namespace_range(ns, cursor)
                     args = ["range", upper, lower, size]
-                results, fetched = yield from self._read(tk, args, wanted)
+                # The values of the checkpoints this saver last wrote or read there, in
+                # the same round trip (a wrong guess costs the round trip it saves).
+                guess = (
+                    self._newest_versions.fields(thread_id, ns, below=below, count=size)
+                    if guessing
+                    else ()
+                )
+                results, fetched = yield from self._read(tk, args, wanted, guess=guess)
                 for result in results:
                     if (yield from self._emit(tk, result, remaining)):
                         return
                 if len(fetched) < size:
                     return
                 cursor = fetched[-1]
+                below = cursor if ns is not None else self.keys.timeline_id(cursor)
+                guessing = guessing and below is not None
         # One checkpoint id (in any namespace): read the index, newest first by id.
         wrongtype, members, unindexed = yield Script("read_index", tk.all(), [])
         self._log_wrongtype(tk, wrongtype)

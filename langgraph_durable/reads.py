@@ -76,8 +76,7 @@ class ReadPlans(ValuePlans):
         """Verify the channel values and pending writes of one checkpoint and build its tuple."""
         values: dict[str, Any] = {}
         versions = decoded.checkpoint.get("channel_versions", {})
-        for channel, version in versions.items():
-            blob_field = self.keys.blob_field(decoded.checkpoint_ns, channel, version)
+        for (channel, version), blob_field in zip(versions.items(), self._blob_fields(decoded)):
             try:
                 value = self._open_blob(tk.thread_id, blob_field, blobs)
             except RecordDamagedError as exc:
@@ -168,8 +167,9 @@ class ReadPlans(ValuePlans):
 
         The values of ``guess`` (blob fields) and the elements of ``guess_elements``
         (digests) are read in the same round trip as the records; when they are all the
-        checkpoints need, that is the only round trip. With ``remember``, the first
-        checkpoint read whole is remembered as the newest of its namespace.
+        checkpoints need, that is the only round trip. The blob fields of every
+        checkpoint read whole are remembered (``newest.py``: the guess of a later page);
+        with ``remember``, the first is remembered as the newest of its namespace.
         Returns the results in index order, and the cursor of every checkpoint the index
         returned (matching ``wanted`` or not), oldest last, the next page starting below
         the last: its id, or for a walk of every namespace (mode "all"), its timeline
@@ -210,8 +210,7 @@ class ReadPlans(ValuePlans):
         results = [
             d if isinstance(d, _Damage) else self._complete(tk, d, blobs, report) for d in selected
         ]
-        if remember:
-            self._remember_newest(tk, results, blobs)
+        self._remember(tk, selected, results, blobs, newest=remember)
         damaged = [r for r in results if isinstance(r, _Damage)]
         dropped = [w for d in selected if isinstance(d, _Decoded) for w in d.dropped_writes]
         if (damaged or dropped) and self.repair_on_read:
@@ -220,22 +219,33 @@ class ReadPlans(ValuePlans):
             entry[4] if len(entry) > 4 else d.checkpoint_id for entry, d in zip(entries, decoded)
         ]
 
-    def _remember_newest(
-        self, tk: ThreadKeys, results: Sequence[CheckpointTuple | _Damage], blobs: ValueRecords
+    def _remember(
+        self,
+        tk: ThreadKeys,
+        selected: Sequence[_Decoded | _Damage],
+        results: Sequence[CheckpointTuple | _Damage],
+        blobs: ValueRecords,
+        newest: bool,
     ) -> None:
-        for result in results:
-            if isinstance(result, CheckpointTuple):
-                ns = result.config["configurable"]["checkpoint_ns"]
-                versions = result.checkpoint["channel_versions"]
+        """Remember the blob fields of every checkpoint read whole (the guess of a later
+        ``list`` page or read by id) and, with ``newest``, the first as the newest of its
+        namespace (``newest.py``)."""
+        for d, result in zip(selected, results):
+            if not isinstance(d, _Decoded) or not isinstance(result, CheckpointTuple):
+                continue
+            fields = self._blob_fields(d)
+            self._newest_versions.recall(tk.thread_id, d.checkpoint_ns, d.checkpoint_id, fields)
+            if newest:
+                newest = False
+                versions = d.checkpoint.get("channel_versions", {})
                 manifests = {
                     channel: blobs.manifests[f]
-                    for channel, version in versions.items()
-                    if (f := self.keys.blob_field(ns, channel, version)) in blobs.manifests
+                    for channel, f in zip(versions, fields)
+                    if f in blobs.manifests
                 }
                 self._newest_versions.remember(
-                    (tk.thread_id, ns), versions, result.checkpoint["id"], manifests
+                    (tk.thread_id, d.checkpoint_ns), versions, d.checkpoint_id, manifests
                 )
-                return
 
     def _read_entries(
         self,

@@ -112,6 +112,7 @@ class _Decoded:
     metadata: CheckpointMetadata
     writes: list[tuple[str | bytes, bytes | None]]  # (write member as stored, record)
     dropped_writes: list[tuple[str, str | bytes, str]] = field(default_factory=list)
+    fields: list[str] | None = None  # blob fields of its channel values, in version order
 
 
 def _text(value: str | bytes) -> str:

@@ -95,19 +95,53 @@ def stored_steps(saver: RedisSaver, thread_id: str) -> list[tuple[tuple[str, str
 
 
 @pytest.mark.parametrize("namespaces", ["root only", "with subgraphs"])
-def test_reads_no_more_than_the_limit_in_two_round_trips(
-    saver: RedisSaver, namespaces: str
+def test_reads_no_more_than_the_limit_in_one_or_two_round_trips(
+    saver: RedisSaver, redis_url: str, namespaces: str
 ) -> None:
-    """The shape that keeps list(limit=N) O(log n): one script call returns N records,
-    one HMGET their values, whatever the thread's length (3,000 checkpoints here)."""
+    """The shape that keeps list(limit=N) O(log n): one script call returns N records, and
+    their N values come in the same round trip where this saver wrote or read those
+    checkpoints last (it remembers their blob fields), else in one HMGET more, whatever
+    the thread's length (3,000 checkpoints here)."""
     pattern = [""] if namespaces == "root only" else ["", "", "child:1", "child:2"]
     fill(saver, "long", [pattern[i % len(pattern)] for i in range(3000)])
-    trips = RoundTrips(saver)
-    for config in (cfg("long"), cfg("long", "")):
-        for limit in (1, 10):
-            assert len(list(saver.list(config, limit=limit))) == limit
+    with RedisSaver.from_conn_string(redis_url, key_prefix=saver.keys.prefix) as fresh:
+        # A saver that wrote or read them last: one round trip. One that never saw them
+        # (another process): two, then one once it has read them.
+        calls = [
+            (saver, config, limit, 1)
+            for config in (cfg("long"), cfg("long", ""))
+            for limit in (1, 10)
+        ]
+        calls += [(fresh, cfg("long"), 10, 2), (fresh, cfg("long"), 10, 1)]
+        for reader, config, limit, round_trips in calls:
+            trips = RoundTrips(reader)
+            assert len(list(reader.list(config, limit=limit))) == limit
             assert trips.checkpoints_read() == limit, "records read beyond the limit"
-            assert trips.reset() == 2, "list(limit=N): the records, then their values"
+            assert trips.values_read(saver.keys.thread("long").bl) == limit
+            assert trips.reset() == round_trips, "the records and their values"
+
+
+def test_a_wrong_guess_costs_a_round_trip_never_a_wrong_list(
+    saver: RedisSaver, redis_url: str
+) -> None:
+    """The values guessed are those of the checkpoints this saver last saw: after another
+    writer added checkpoints, a list reads what the index returns and their values in a
+    second round trip; with a filter it guesses nothing (it keeps what it cannot know)."""
+    fill(saver, "shared", ["", "child:1"] * 6)
+    assert len(listed(saver, cfg("shared"), limit=4)) == 4  # remembered: these four
+    with RedisSaver.from_conn_string(redis_url, key_prefix=saver.keys.prefix) as other:
+        newer = fill(other, "shared", ["", "child:1"] * 2)
+    trips = RoundTrips(saver)
+    assert listed(saver, cfg("shared"), limit=4) == newest_first(newer)
+    assert trips.reset() == 2
+    steps = dict(stored_steps(saver, "shared"))
+    trips.reset()
+    evens = listed(saver, cfg("shared"), filter={"even": True}, limit=3)
+    assert len(evens) == 3 and all(steps[s]["even"] for s in evens)
+    # One page (16 checkpoints); the values of exactly those it keeps, none guessed.
+    assert trips.values_read(saver.keys.thread("shared").bl) == sum(
+        m["even"] for m in steps.values()
+    )
 
 
 def test_the_timeline_follows_retention_copy_delete_and_quarantine(

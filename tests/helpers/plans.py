@@ -63,6 +63,15 @@ class RoundTrips:
                     count += len(answer) - 2  # wrong-type keys, unindexed, then entries
         return count
 
+    def values_read(self, key: str) -> int:
+        """How many fields of the hash ``key`` the HMGETs since the last reset asked for."""
+        return sum(
+            len(o) - 2
+            for op in self.ops
+            for o in (op.commands if isinstance(op, Batch) else [op])
+            if isinstance(o, tuple) and o[:2] == ("HMGET", key)
+        )
+
     def scripts(self, name: str) -> int:
         """How many calls of the script ``name`` were made, alone or in a batch."""
         return sum(
