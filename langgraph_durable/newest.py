@@ -19,6 +19,8 @@ from typing import Any
 
 RECENT = 32  # checkpoints whose blob fields are kept per (thread, namespace): a list page
 _RECENT_THREADS = 256  # threads whose recent checkpoints are kept (a few MB at most)
+_RECENT_FIELDS = 256  # a checkpoint with more channels than this is not remembered (a
+# forged record's thousands of versions must not stay in memory: it costs a round trip)
 
 
 @dataclass
@@ -87,6 +89,8 @@ class _NewestVersions:
         self, thread_id: str, checkpoint_ns: str, checkpoint_id: str, fields: Sequence[str]
     ) -> None:
         """Remember the blob fields of a checkpoint this saver wrote or read."""
+        if len(fields) > _RECENT_FIELDS:
+            return
         by_ns = self._recent.get(thread_id)
         if by_ns is None:
             if len(self._recent) >= _RECENT_THREADS:

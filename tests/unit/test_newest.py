@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from langgraph_durable.newest import _RECENT_THREADS, RECENT, _NewestVersions
+from langgraph_durable.newest import _RECENT_FIELDS, _RECENT_THREADS, RECENT, _NewestVersions
 
 
 def ids(n: int) -> list[str]:
@@ -34,3 +34,10 @@ def test_only_the_newest_are_kept_per_namespace_and_threads_are_bounded() -> Non
     memory.recall("gone", "", "cp", ["f"])
     memory.forget("gone")
     assert memory.fields("gone", None) == []
+
+
+def test_a_checkpoint_of_too_many_channels_is_not_remembered() -> None:
+    memory = _NewestVersions()
+    memory.recall("t", "", "cp1", [f"f{i}" for i in range(_RECENT_FIELDS + 1)])
+    memory.recall("t", "", "cp0", ["f"])
+    assert memory.fields("t", "") == ["f"]
