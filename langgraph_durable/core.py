@@ -38,6 +38,7 @@ from langgraph_durable.fencing import FencingPlans
 from langgraph_durable.keys import KeySchema
 from langgraph_durable.listing import ListingPlans
 from langgraph_durable.newest import _NewestVersions
+from langgraph_durable.recent import RecentFields
 from langgraph_durable.reports import RecoveryReport
 from langgraph_durable.runs import RunIndex
 from langgraph_durable.threads import ThreadPlans
@@ -82,6 +83,7 @@ class SaverCore(
         self.ttl = ttl
         self.recovery_reports: dict[tuple[str, str], RecoveryReport] = {}
         self._newest_versions = _NewestVersions()
+        self._recent_fields = RecentFields()
         self.element_cache = ElementCache()
         self.list_elements = list_elements
         self.run_index = RunIndex(keys, ttl)

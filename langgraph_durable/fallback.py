@@ -51,7 +51,7 @@ class FallbackPlans(ReadPlans):
         checkpoint_id = conf.get("checkpoint_id")
         if checkpoint_id:
             member = self.keys.checkpoint_member(ns, checkpoint_id)
-            guess = self._newest_versions.fields(thread_id, ns, checkpoint_id=checkpoint_id)
+            guess = self._recent_fields.of(thread_id, ns, checkpoint_id)
             results, _ = yield from self._read(tk, ["members", member], guess=guess)
             if not results:  # deleted while it was read (retention, delete_thread)
                 return None

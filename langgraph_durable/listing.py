@@ -92,6 +92,8 @@ class ListingPlans(ReadPlans):
             # The id a page starts below, whose values are guessed (not with a filter:
             # which checkpoints it keeps is not known before they are read).
             below, guessing = before_id, not filter
+            # The first result of a walk from the top is the newest of its namespace.
+            from_top = before_id is None and not filter
             if ns is None and before_id:
                 cursor = self.keys.timeline_cursor(before_id)
             while True:
@@ -104,11 +106,20 @@ class ListingPlans(ReadPlans):
                 # The values of the checkpoints this saver last wrote or read there, in
                 # the same round trip (a wrong guess costs the round trip it saves).
                 guess = (
-                    self._newest_versions.fields(thread_id, ns, below=below, count=size)
+                    self._recent_fields.fields(
+                        thread_id,
+                        ns,
+                        below=below,
+                        newest=self._newest_versions.newest_id(thread_id, ns) if from_top else None,
+                        count=size,
+                    )
                     if guessing
                     else ()
                 )
-                results, fetched = yield from self._read(tk, args, wanted, guess=guess)
+                results, fetched = yield from self._read(
+                    tk, args, wanted, guess=guess, remember=from_top
+                )
+                from_top = False
                 for result in results:
                     if (yield from self._emit(tk, result, remaining)):
                         return

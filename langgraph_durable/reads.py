@@ -33,6 +33,7 @@ from langgraph_durable.elements import ElementDamagedError, ValueRecords
 from langgraph_durable.errors import RecordDamagedError
 from langgraph_durable.keys import ThreadKeys
 from langgraph_durable.ops import Batch, Plan, ScanKeys, Script
+from langgraph_durable.recent import RecentFields
 from langgraph_durable.records import (
     _NO_VALUE,
     MALFORMED,
@@ -52,6 +53,8 @@ logger = logging.getLogger("langgraph_durable")
 
 class ReadPlans(ValuePlans):
     """The read steps of ``SaverCore`` that every reading plan is built from."""
+
+    _recent_fields: RecentFields
 
     def all_thread_ids(self) -> Plan[list[str]]:
         """Every thread of this key prefix that has any key (a SCAN of every node)."""
@@ -168,7 +171,7 @@ class ReadPlans(ValuePlans):
         The values of ``guess`` (blob fields) and the elements of ``guess_elements``
         (digests) are read in the same round trip as the records; when they are all the
         checkpoints need, that is the only round trip. The blob fields of every
-        checkpoint read whole are remembered (``newest.py``: the guess of a later page);
+        checkpoint read whole are remembered (``recent.py``: the guess of a later page);
         with ``remember``, the first is remembered as the newest of its namespace.
         Returns the results in index order, and the cursor of every checkpoint the index
         returned (matching ``wanted`` or not), oldest last, the next page starting below
@@ -228,13 +231,13 @@ class ReadPlans(ValuePlans):
         newest: bool,
     ) -> None:
         """Remember the blob fields of every checkpoint read whole (the guess of a later
-        ``list`` page or read by id) and, with ``newest``, the first as the newest of its
-        namespace (``newest.py``)."""
+        ``list`` page or read by id: ``recent.py``) and, with ``newest``, the first as the
+        newest of its namespace (``newest.py``)."""
         for d, result in zip(selected, results):
             if not isinstance(d, _Decoded) or not isinstance(result, CheckpointTuple):
                 continue
             fields = self._blob_fields(d)
-            self._newest_versions.recall(tk.thread_id, d.checkpoint_ns, d.checkpoint_id, fields)
+            self._recent_fields.recall(tk.thread_id, d.checkpoint_ns, d.checkpoint_id, fields)
             if newest:
                 newest = False
                 versions = d.checkpoint.get("channel_versions", {})

@@ -37,6 +37,7 @@ class ThreadPlans(RetentionPlans):
     def delete_thread(self, thread_id: str) -> Plan[None]:
         thread_id = str(thread_id)
         self._newest_versions.forget(thread_id)
+        self._recent_fields.forget(thread_id)
         self.run_index.forget(thread_id)
         tk = self.keys.thread(thread_id)
         run_ids, unlinked = yield Batch(

@@ -152,9 +152,7 @@ class WritePlans(RetentionPlans):
         self._newest_versions.remember(
             (thread_id, ns), checkpoint.get("channel_versions", {}), checkpoint["id"], manifests
         )
-        self._newest_versions.recall(
-            thread_id, ns, checkpoint["id"], [*kept, *(f for f, _ in blobs)]
-        )
+        self._recent_fields.recall(thread_id, ns, checkpoint["id"], [*kept, *(f for f, _ in blobs)])
         self.replicated(tk, acked)
         keep_last = self.keep_last
         if keep_last and in_namespace > keep_last + max(4, keep_last // 4):

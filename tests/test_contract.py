@@ -24,8 +24,8 @@ from langgraph_durable import (
     InvalidConfigError,
     RedisSaver,
 )
-from langgraph_durable.newest import RECENT
 from langgraph_durable.ops import Batch, Command, Script
+from langgraph_durable.recent import RECENT
 from langgraph_durable.records import LIST_PAGE
 from tests.helpers.plans import RoundTrips
 

@@ -144,6 +144,17 @@ def test_a_wrong_guess_costs_a_round_trip_never_a_wrong_list(
     )
 
 
+def test_a_page_in_the_middle_reads_only_its_own_values(saver: RedisSaver) -> None:
+    """After a walk of the whole thread, the saver remembers the newest checkpoints, not
+    the tail of the walk: a page below one it does not remember guesses nothing."""
+    stored = newest_first(fill(saver, "walked", [""] * 300))
+    assert len(listed(saver, cfg("walked"))) == 300
+    trips = RoundTrips(saver)
+    page = listed(saver, cfg("walked", ""), before=cfg("walked", "", stored[150][0]), limit=10)
+    assert page == stored[151:161]
+    assert trips.values_read(saver.keys.thread("walked").bl) == 10
+
+
 def test_the_timeline_follows_retention_copy_delete_and_quarantine(
     saver: RedisSaver, redis_client: redis.Redis
 ) -> None:
