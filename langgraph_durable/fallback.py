@@ -88,6 +88,7 @@ class FallbackPlans(ReadPlans):
                 if newest
                 else (),
                 remember=True,
+                recall=True,
             )
             if not results and fetched:
                 continue  # deleted while read (retention, delete_thread): read again

@@ -51,7 +51,9 @@ class ListingPlans(ReadPlans):
         if config is None:
             thread_ids = yield from self.all_thread_ids()
             for thread_id in thread_ids:
-                yield from self._list_thread(thread_id, None, None, filter, before_id, remaining)
+                yield from self._list_thread(
+                    thread_id, None, None, filter, before_id, remaining, learn=False
+                )
                 if remaining[0] is not None and remaining[0] <= 0:
                     return
             return
@@ -75,7 +77,11 @@ class ListingPlans(ReadPlans):
         filter: dict[str, Any] | None,
         before_id: str | None,
         remaining: list[int | None],
+        learn: bool = True,
     ) -> Plan[None]:
+        """List one thread. With ``learn`` (not for an operator's walk of every thread,
+        which would crowd out what live runs rely on), pages guess their values from, and
+        teach, what the saver remembers (``recent.py``, ``newest.py``)."""
         tk = self.keys.thread(thread_id)
 
         def wanted(d: _Decoded) -> bool:
@@ -91,9 +97,9 @@ class ListingPlans(ReadPlans):
             cursor: Any = before_id
             # The id a page starts below, whose values are guessed (not with a filter:
             # which checkpoints it keeps is not known before they are read).
-            below, guessing = before_id, not filter
+            below, guessing = before_id, learn and not filter
             # The first result of a walk from the top is the newest of its namespace.
-            from_top = before_id is None and not filter
+            from_top = guessing and before_id is None
             if ns is None and before_id:
                 cursor = self.keys.timeline_cursor(before_id)
             while True:
@@ -117,7 +123,7 @@ class ListingPlans(ReadPlans):
                     else ()
                 )
                 results, fetched = yield from self._read(
-                    tk, args, wanted, guess=guess, remember=from_top
+                    tk, args, wanted, guess=guess, remember=from_top, recall=learn
                 )
                 from_top = False
                 for result in results:

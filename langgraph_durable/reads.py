@@ -165,14 +165,16 @@ class ReadPlans(ValuePlans):
         guess: Sequence[str] = (),
         guess_elements: Sequence[bytes] = (),
         remember: bool = False,
+        recall: bool = False,
     ) -> Plan[tuple[list[CheckpointTuple | _Damage], list[str]]]:
         """Read checkpoints: records and writes, then the channel values they name.
 
         The values of ``guess`` (blob fields) and the elements of ``guess_elements``
         (digests) are read in the same round trip as the records; when they are all the
-        checkpoints need, that is the only round trip. The blob fields of every
-        checkpoint read whole are remembered (``recent.py``: the guess of a later page);
-        with ``remember``, the first is remembered as the newest of its namespace.
+        checkpoints need, that is the only round trip. With ``recall``, the blob fields
+        of every checkpoint read whole are remembered (``recent.py``: the guess of a
+        later page; not for reads that jump back in time or walk every thread); with
+        ``remember``, the first is remembered as the newest of its namespace.
         Returns the results in index order, and the cursor of every checkpoint the index
         returned (matching ``wanted`` or not), oldest last, the next page starting below
         the last: its id, or for a walk of every namespace (mode "all"), its timeline
@@ -213,7 +215,8 @@ class ReadPlans(ValuePlans):
         results = [
             d if isinstance(d, _Damage) else self._complete(tk, d, blobs, report) for d in selected
         ]
-        self._remember(tk, selected, results, blobs, newest=remember)
+        if remember or recall:
+            self._remember(tk, selected, results, blobs, newest=remember, recall=recall)
         damaged = [r for r in results if isinstance(r, _Damage)]
         dropped = [w for d in selected if isinstance(d, _Decoded) for w in d.dropped_writes]
         if (damaged or dropped) and self.repair_on_read:
@@ -229,15 +232,17 @@ class ReadPlans(ValuePlans):
         results: Sequence[CheckpointTuple | _Damage],
         blobs: ValueRecords,
         newest: bool,
+        recall: bool,
     ) -> None:
-        """Remember the blob fields of every checkpoint read whole (the guess of a later
-        ``list`` page or read by id: ``recent.py``) and, with ``newest``, the first as the
-        newest of its namespace (``newest.py``)."""
+        """With ``recall``, remember the blob fields of every checkpoint read whole (the
+        guess of a later ``list`` page or read by id: ``recent.py``); with ``newest``, the
+        first as the newest of its namespace (``newest.py``)."""
         for d, result in zip(selected, results):
             if not isinstance(d, _Decoded) or not isinstance(result, CheckpointTuple):
                 continue
             fields = self._blob_fields(d)
-            self._recent_fields.recall(tk.thread_id, d.checkpoint_ns, d.checkpoint_id, fields)
+            if recall:
+                self._recent_fields.recall(tk.thread_id, d.checkpoint_ns, d.checkpoint_id, fields)
             if newest:
                 newest = False
                 versions = d.checkpoint.get("channel_versions", {})

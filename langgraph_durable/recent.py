@@ -18,9 +18,13 @@ from collections.abc import Sequence
 
 RECENT = 32  # checkpoints remembered per (thread, namespace): a list page
 _THREADS = 256
-_NAMESPACES = 16  # per thread, the last used
+_NAMESPACES = 16  # per thread, the last used (and the root namespace, never evicted)
 _FIELDS = 256  # a checkpoint naming more channels is not remembered (a forged record)
-_BYTES = 8 << 20  # of field text in all, counted as added
+_BYTES = 8 << 20  # of field text in all (approximate under concurrent use)
+
+
+def _size(checkpoint_id: str, fields: Sequence[str]) -> int:
+    return len(checkpoint_id) + sum(map(len, fields))
 
 
 class _Window:
@@ -33,6 +37,9 @@ class _Window:
     def __init__(self) -> None:
         self.floor = ""
         self.ids: dict[str, tuple[str, ...]] = {}
+
+    def size(self) -> int:
+        return sum(_size(cid, fields) for cid, fields in list(self.ids.items()))
 
 
 class RecentFields:
@@ -48,7 +55,7 @@ class RecentFields:
         """Remember the blob fields of a checkpoint this saver wrote or read whole."""
         if len(fields) > _FIELDS:
             return
-        size = sum(map(len, fields)) + len(checkpoint_id)
+        size = _size(checkpoint_id, fields)
         by_ns = self._threads.get(thread_id)
         if by_ns is None or self._bytes + size > _BYTES:
             if len(self._threads) >= _THREADS or self._bytes + size > _BYTES:
@@ -57,18 +64,21 @@ class RecentFields:
         window = by_ns.pop(checkpoint_ns, None)  # put back last: namespaces by last use
         if window is None:
             window = _Window()
-            for stale in list(by_ns)[: max(0, len(by_ns) - _NAMESPACES + 1)]:
-                by_ns.pop(stale, None)
+            stale = [ns for ns in list(by_ns) if ns != ""]
+            for ns in stale[: max(0, len(by_ns) - _NAMESPACES + 1)]:
+                evicted = by_ns.pop(ns, None)
+                self._bytes -= evicted.size() if evicted is not None else 0
         by_ns[checkpoint_ns] = window
         ids = window.ids
-        if len(ids) >= RECENT and checkpoint_id < window.floor:
-            return
+        if checkpoint_id in ids or (len(ids) >= RECENT and checkpoint_id < window.floor):
+            return  # known (fields never change under an id), or older than a full window
         ids[checkpoint_id] = tuple(fields)
         self._bytes += size
         if len(ids) > RECENT + RECENT // 2:  # amortized: back to the newest RECENT
             ordered = sorted(ids)
             for old in ordered[:-RECENT]:
-                ids.pop(old, None)
+                trimmed = ids.pop(old, None)
+                self._bytes -= _size(old, trimmed) if trimmed is not None else 0
             window.floor = ordered[-RECENT]
 
     def fields(
@@ -114,4 +124,5 @@ class RecentFields:
         return list(fields or ())
 
     def forget(self, thread_id: str) -> None:
-        self._threads.pop(thread_id, None)
+        by_ns = self._threads.pop(thread_id, None)
+        self._bytes -= sum(w.size() for w in list(by_ns.values())) if by_ns else 0

@@ -155,6 +155,26 @@ def test_a_page_in_the_middle_reads_only_its_own_values(saver: RedisSaver) -> No
     assert trips.values_read(saver.keys.thread("walked").bl) == 10
 
 
+def test_reads_back_in_time_and_walks_of_every_thread_teach_no_guess(
+    saver: RedisSaver, redis_url: str
+) -> None:
+    """Time travel (get_tuple of old ids) and list(None) do not feed the guess: a page
+    from the top afterwards reads exactly its own values."""
+    stored = newest_first(fill(saver, "travel", [""] * 40))
+    other = newest_first(fill(saver, "other", [""] * 8))
+    with RedisSaver.from_conn_string(redis_url, key_prefix=saver.keys.prefix) as reader:
+        for cid, _ in stored[20:25]:
+            assert reader.get_tuple(cfg("travel", "", cid)) is not None
+        assert reader.get_tuple(cfg("travel", "")) is not None
+        trips = RoundTrips(reader)
+        assert listed(reader, cfg("travel", ""), limit=10) == stored[:10]
+        assert trips.values_read(saver.keys.thread("travel").bl) == 10
+        assert len(list(reader.list(None))) == 48
+        trips.reset()
+        assert listed(reader, cfg("other", ""), limit=5) == other[:5]
+        assert trips.reset() == 2, "list(None) taught the guess"
+
+
 def test_the_timeline_follows_retention_copy_delete_and_quarantine(
     saver: RedisSaver, redis_client: redis.Redis
 ) -> None:

@@ -45,10 +45,12 @@ def test_threads_namespaces_channels_and_bytes_are_bounded() -> None:
     for n in range(_THREADS + 1):
         memory.recall(f"thread{n}", "", "cp", ["f"])
     assert len(memory._threads) <= _THREADS
+    memory.recall("t", "", "root", ["f"])
     for n in range(3 * _NAMESPACES):  # subgraph namespaces: new on every call
         memory.recall("t", f"node:{n}", "cp", ["f"])
     assert len(memory._threads["t"]) == _NAMESPACES
     assert memory.of("t", f"node:{3 * _NAMESPACES - 1}", "cp") == ["f"]
+    assert memory.of("t", "", "root") == ["f"]  # the root namespace is never evicted
     memory.recall("t", "", "cp1", [f"f{i}" for i in range(_FIELDS + 1)])
     assert memory.of("t", "", "cp1") == []
     big = "x" * (1 << 20)
@@ -58,3 +60,17 @@ def test_threads_namespaces_channels_and_bytes_are_bounded() -> None:
     memory.recall("gone", "", "cp", ["f"])
     memory.forget("gone")
     assert memory.of("gone", "", "cp") == []
+
+
+def test_the_byte_count_follows_what_is_kept() -> None:
+    memory = RecentFields()
+    for _ in range(3):  # read again: counted once
+        for cid in ids(5 * RECENT):
+            memory.recall("t", "", cid, ["x" * 100])
+    kept = memory._threads["t"][""].size()
+    assert memory._bytes == kept < 5 * RECENT * 106
+    for n in range(2 * _NAMESPACES):
+        memory.recall("t", f"node:{n}", "cp", ["y" * 100])
+    assert memory._bytes == sum(w.size() for w in memory._threads["t"].values())
+    memory.forget("t")
+    assert memory._bytes == 0
