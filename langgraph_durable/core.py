@@ -48,8 +48,8 @@ from langgraph_durable.writes import WritePlans
 
 class SaverCore(
     WritePlans,
-    FallbackPlans,
     ListingPlans,
+    FallbackPlans,
     ThreadPlans,
     VerifyPlans,
     DeltaHistoryPlans,
@@ -78,6 +78,7 @@ class SaverCore(
         self.wait_for_replicas = wait_for_replicas
         self.replica_timeout_ms = replica_timeout_ms
         self.keep_last = keep_last
+        self.newest_only = False  # shallow.py sets it
         self.keys = keys
         self.envelope = envelope
         self.ttl = ttl

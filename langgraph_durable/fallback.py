@@ -37,11 +37,27 @@ logger = logging.getLogger("langgraph_durable")
 class FallbackPlans(ReadPlans):
     """The ``get_tuple`` plan of ``SaverCore``."""
 
+    newest_only: bool  # a shallow saver: one checkpoint per thread and namespace (shallow.py)
+
     def get_tuple(self, config: RunnableConfig) -> Plan[CheckpointTuple | None]:
-        found = yield from self._get_tuple(config)
+        conf = configurable(config)
+        if self.newest_only:  # a shallow saver: its one checkpoint, whatever id is asked
+            found = yield from self._newest_only(_thread_id(conf), conf.get("checkpoint_ns", ""))
+        else:
+            found = yield from self._get_tuple(config)
         if found is not None:  # refresh_on_read: the thread lives on while it is looked at
-            yield from self._refresh_ttl(self.keys.thread(_thread_id(configurable(config))))
+            yield from self._refresh_ttl(self.keys.thread(_thread_id(conf)))
         return found
+
+    def _newest_only(self, thread_id: str, ns: str) -> Plan[CheckpointTuple | None]:
+        """A shallow saver's one checkpoint of a namespace (``newest_only``): the newest
+        that verifies, with no parent, as LangGraph's ShallowPostgresSaver and
+        langgraph-checkpoint-redis's ShallowRedisSaver return it, whatever retention has
+        not yet collected."""
+        found = yield from self._get_tuple(
+            {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns}}
+        )
+        return None if found is None else found._replace(parent_config=None)
 
     def _get_tuple(self, config: RunnableConfig) -> Plan[CheckpointTuple | None]:
         conf = configurable(config)

@@ -13,6 +13,8 @@ Owns listing. Rules it keeps:
   * ``list(None)`` walks every thread of the key prefix (a SCAN: an operator's call).
   * A damaged checkpoint is logged and skipped; ``limit`` counts only what is returned.
   * ``refresh_on_read`` refreshes the ttl of a listed thread, not of ``list(None)``'s.
+  * A shallow saver (``newest_only``) lists one checkpoint per thread and namespace, the
+    one ``get_tuple`` returns (``fallback.py``), whatever retention has not collected yet.
 """
 
 from __future__ import annotations
@@ -24,16 +26,16 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple
 
 from langgraph_durable import inputs
+from langgraph_durable.fallback import FallbackPlans
 from langgraph_durable.inputs import configurable
 from langgraph_durable.keys import ThreadKeys
 from langgraph_durable.ops import Emit, Plan, Script
-from langgraph_durable.reads import ReadPlans
 from langgraph_durable.records import LIST_PAGE, MALFORMED, _Damage, _Decoded, _text, _thread_id
 
 logger = logging.getLogger("langgraph_durable")
 
 
-class ListingPlans(ReadPlans):
+class ListingPlans(FallbackPlans):
     """The ``list`` plan of ``SaverCore``."""
 
     def list(
@@ -91,6 +93,9 @@ class ListingPlans(ReadPlans):
             left = remaining[0]
             return LIST_PAGE if filter or left is None else max(1, min(LIST_PAGE, left))
 
+        if self.newest_only:
+            yield from self._list_newest_only(tk, ns, checkpoint_id, filter, before_id, remaining)
+            return
         if not checkpoint_id:
             # Walk the sorted index newest first, a page per round trip: one namespace's
             # range, or every namespace's in timeline order (the read script merges them).
@@ -135,18 +140,8 @@ class ListingPlans(ReadPlans):
                 below = cursor if ns is not None else self.keys.timeline_id(cursor)
                 guessing = guessing and below is not None
         # One checkpoint id (in any namespace): read the index, newest first by id.
-        wrongtype, members, unindexed = yield Script("read_index", tk.all(), [])
-        self._log_wrongtype(tk, wrongtype)
-        if unindexed and (yield from self._reindex(tk, unindexed)):
-            _, members, _ = yield Script("read_index", tk.all(), [])
-        chosen: list[tuple[str, str]] = []
-        for raw in members:
-            try:
-                member = _text(raw)
-                m_ns, m_id = self.keys.parse_checkpoint_member(member)
-            except ValueError:
-                logger.warning("langgraph-durable: skipped a %s %r", MALFORMED, raw)
-                continue
+        chosen: list[tuple[str, str, str]] = []
+        for m_id, m_ns, member in (yield from self._index_members(tk)):
             if ns is not None and m_ns != ns:
                 continue
             if checkpoint_id and m_id != checkpoint_id:
@@ -161,6 +156,57 @@ class ListingPlans(ReadPlans):
             for result in results:
                 if (yield from self._emit(tk, result, remaining)):
                     return
+
+    def _list_newest_only(
+        self,
+        tk: ThreadKeys,
+        ns: str | None,
+        checkpoint_id: str | None,
+        filter: dict[str, Any] | None,
+        before_id: str | None,
+        remaining: list[int | None],
+    ) -> Plan[None]:
+        """A shallow saver's list of a thread: the one checkpoint of each namespace (or
+        of ``ns``) that matches, newest first."""
+        if ns is None:
+            members = yield from self._index_members(tk)
+            namespaces = sorted({m_ns for _, m_ns, _ in members})
+        else:
+            namespaces = [ns]
+        found: list[CheckpointTuple] = []
+        for namespace in namespaces:
+            newest = yield from self._newest_only(tk.thread_id, namespace)
+            if newest is None:
+                continue
+            newest_id = newest.checkpoint["id"]
+            if checkpoint_id and newest_id != checkpoint_id:
+                continue
+            if before_id and newest_id >= before_id:
+                continue
+            if not filter or all(newest.metadata.get(k) == v for k, v in filter.items()):
+                found.append(newest)
+        found.sort(key=lambda t: t.checkpoint["id"], reverse=True)
+        for result in found:
+            if (yield from self._emit(tk, result, remaining)):
+                return
+
+    def _index_members(self, tk: ThreadKeys) -> Plan[list[tuple[str, str, str]]]:
+        """Every checkpoint of the thread's index: (id, namespace, member), malformed
+        members skipped; an index lacking records is rebuilt first (``reindex.lua``)."""
+        wrongtype, members, unindexed = yield Script("read_index", tk.all(), [])
+        self._log_wrongtype(tk, wrongtype)
+        if unindexed and (yield from self._reindex(tk, unindexed)):
+            _, members, _ = yield Script("read_index", tk.all(), [])
+        parsed: list[tuple[str, str, str]] = []
+        for raw in members:
+            try:
+                member = _text(raw)
+                m_ns, m_id = self.keys.parse_checkpoint_member(member)
+            except ValueError:
+                logger.warning("langgraph-durable: skipped a %s %r", MALFORMED, raw)
+                continue
+            parsed.append((m_id, m_ns, member))
+        return parsed
 
     def _emit(
         self, tk: ThreadKeys, result: CheckpointTuple | _Damage, remaining: list[int | None]

@@ -94,6 +94,11 @@ def needs_repair(reply: Any) -> bool:
     return code(reply) == REPAIR
 
 
+def lost_value(reply: Any) -> bool:
+    """put_checkpoint's refusal: a value the parent passes on is missing."""
+    return code(reply) == LOST and str(reply).startswith(LOST + " value ")
+
+
 def is_noscript(reply: Any) -> bool:
     return isinstance(reply, NoScriptError)
 

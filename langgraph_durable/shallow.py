@@ -1,9 +1,12 @@
 """``ShallowRedisSaver`` / ``AsyncShallowRedisSaver``: langgraph-checkpoint-redis's names
 for a saver that keeps only the newest checkpoint of each thread and namespace.
 
-Owns nothing but the names: each is its saver with ``keep_last=1`` (retention keeps
-what a read may still need besides: the newest checkpoint that verifies, and the
-ancestors its DeltaChannels are rebuilt from).
+Owns the names and what they promise: each is its saver with ``keep_last=1``
+(retention keeps what a read may still need besides: the newest checkpoint that
+verifies, and the ancestors its DeltaChannels are rebuilt from), and each reads as
+keeping exactly one: ``list`` gives one checkpoint per thread and namespace, and
+``get_tuple`` the newest whatever ``checkpoint_id`` asks, with no ``parent_config``, as
+LangGraph's ShallowPostgresSaver and langgraph-checkpoint-redis's ShallowRedisSaver do.
 """
 
 from __future__ import annotations
@@ -33,6 +36,10 @@ class _KeepLastOne:
                 f"keep_last={keep_last!r}: use RedisSaver(keep_last=...) instead"
             )
         super().__init__(*args, keep_last=1, **kwargs)
+        # ``list`` and ``get_tuple`` show the one checkpoint, as the shallow savers of
+        # LangGraph (Postgres) and langgraph-checkpoint-redis do: not the few more that
+        # amortized retention has not collected yet
+        self.core.newest_only = True
 
 
 class ShallowRedisSaver(_KeepLastOne, RedisSaver):

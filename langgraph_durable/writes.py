@@ -18,7 +18,7 @@ Owns the write conversation. Rules it keeps:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -37,7 +37,7 @@ from langgraph_durable.fencing import held_token
 from langgraph_durable.inputs import configurable
 from langgraph_durable.keys import ThreadKeys
 from langgraph_durable.ops import Batch, Plan, Script
-from langgraph_durable.records import _NO_VALUE, _thread_id, checkpoint_config
+from langgraph_durable.records import _NO_VALUE, _Decoded, _thread_id, checkpoint_config
 from langgraph_durable.retention import RetentionPlans, _prunable
 from langgraph_durable.runs import RunIndex
 
@@ -74,15 +74,9 @@ class WritePlans(RetentionPlans):
             f"checkpoint {checkpoint['id']!r} (with its metadata)",
         )
         upper, lower = self.keys.namespace_range(ns) if self.keep_last else ("", "")
-        # With a parent, the script refuses to build on it once it is gone (CheckpointLostError)
-        kept = (
-            self._fields_of(
-                ns,
-                {c: v for c, v in checkpoint["channel_versions"].items() if c not in new_versions},
-            )
-            if parent_id
-            else []
-        )
+        kept_versions = {
+            c: v for c, v in checkpoint["channel_versions"].items() if c not in new_versions
+        }
         run_id = str(meta.get("run_id") or "")
         blobs: list[tuple[str, bytes]] = []  # only changed channels are written
         manifests: dict[str, tuple[bytes, ...]] = {}
@@ -95,12 +89,15 @@ class WritePlans(RetentionPlans):
             if split is not None:
                 manifests[channel] = split.digests
                 new_elements.update(split.stored)
+        # The parent as this saver last wrote or read it (None: another one, or none).
+        parent = self._newest_versions.entry((thread_id, ns)) if parent_id else None
+        if parent is not None and parent.checkpoint_id != parent_id:
+            parent = None
         # Elements the parent's manifests name are there while the parent is (retention
         # keeps them): not sent again. One of them is checked (a lost element hash).
-        parent = self._newest_versions.entry((thread_id, ns)) if parent_id else None
         known: frozenset[bytes] = frozenset()
         witness = b""
-        if parent is not None and parent.checkpoint_id == parent_id and parent.manifests:
+        if parent is not None and parent.manifests:
             for channel, digests in parent.manifests.items():
                 if channel not in new_versions and parent.versions.get(channel) == checkpoint[
                     "channel_versions"
@@ -111,36 +108,50 @@ class WritePlans(RetentionPlans):
                 known = parent.digests
                 witness = witness or next((d for d in new_elements if d in known), b"")
         elements = sorted((d, e) for d, e in new_elements.items() if d not in known)
-        args: list[Any] = [
-            self.ttl_arg,
-            held_token(self.keys.prefix, thread_id),
-            member,
-            record,
-            run_id,
-            lower,
-            upper,
-            self.keys.checkpoint_member(ns, parent_id) if parent_id else "",
-            witness,
-            len(kept),
-            *kept,
-            len(elements),
-        ]
-        # One round trip: the values and elements by plain HSETNX (a value never changes
-        # under its version, an element under its digest, and a fenced-out writer's
-        # versions have tails of their own, so it can only leave orphans), then the
-        # script, which indexes the checkpoint only once they are all there. With a ttl,
-        # MULTI keeps a client that dies halfway from leaving a hash without an expiry.
-        sent = [*(d for d, _ in elements), *(f for f, _ in blobs)]
-        script = Script("put_checkpoint", tk.for_writes(), [*args, "sent", *sent])
-        replies, acked = yield from self.write_round_trip(
-            [
-                *(("HSETNX", tk.el, d, e) for d, e in elements),
-                *(("HSETNX", tk.bl, f, r) for f, r in blobs),
-                script,
-            ],
-            atomic=bool(self.ttl),
-            ahead=self.run_index.ahead(run_id, thread_id),
-        )
+        parent_versions = parent.versions if parent is not None else None
+        for attempt in (1, 2):
+            named, unwritten = self._kept_fields(ns, kept_versions, parent_id, parent_versions)
+            args: list[Any] = [
+                self.ttl_arg,
+                held_token(self.keys.prefix, thread_id),
+                member,
+                record,
+                run_id,
+                lower,
+                upper,
+                self.keys.checkpoint_member(ns, parent_id) if parent_id else "",
+                witness,
+                len(named),
+                *named,
+                len(unwritten),
+                *(x for f in unwritten for x in (f, self._never_written(thread_id, f))),
+                len(elements),
+            ]
+            # One round trip: the values and elements by plain HSETNX (a value never
+            # changes under its version, an element under its digest, and a fenced-out
+            # writer's versions have tails of their own, so it can only leave orphans),
+            # then the script, which indexes the checkpoint only once they are all there.
+            # With a ttl, MULTI keeps a client that dies halfway from leaving a hash
+            # without an expiry.
+            sent = [*(d for d, _ in elements), *(f for f, _ in blobs)]
+            script = Script("put_checkpoint", tk.for_writes(), [*args, "sent", *sent])
+            replies, acked = yield from self.write_round_trip(
+                [
+                    *(("HSETNX", tk.el, d, e) for d, e in elements),
+                    *(("HSETNX", tk.bl, f, r) for f, r in blobs),
+                    script,
+                ],
+                atomic=bool(self.ttl),
+                ahead=self.run_index.ahead(run_id, thread_id),
+            )
+            if attempt == 1 and parent_versions is None and reply_codes.lost_value(replies[-1]):
+                # A parent this saver did not write or read last: a kept value is not
+                # there. Whether the parent names it is read from the parent's record;
+                # if not, it was never written, and the write goes again saying so.
+                parent_versions = yield from self._stored_versions(tk, ns, parent_id)
+                if parent_versions is not None:
+                    continue
+            break
         for reply in replies[:-1]:  # a value refused (out of memory...): say why, typed
             if isinstance(reply, Exception) and not reply_codes.is_wrong_type(reply):
                 raise reply
@@ -152,7 +163,9 @@ class WritePlans(RetentionPlans):
         self._newest_versions.remember(
             (thread_id, ns), checkpoint.get("channel_versions", {}), checkpoint["id"], manifests
         )
-        self._recent_fields.recall(thread_id, ns, checkpoint["id"], [*kept, *(f for f, _ in blobs)])
+        self._recent_fields.recall(
+            thread_id, ns, checkpoint["id"], [*named, *unwritten, *(f for f, _ in blobs)]
+        )
         self.replicated(tk, acked)
         keep_last = self.keep_last
         if keep_last and in_namespace > keep_last + max(4, keep_last // 4):
@@ -161,6 +174,51 @@ class WritePlans(RetentionPlans):
                 tk, lambda decoded, pinned: _prunable(decoded, keep_last, pinned), pin_valid=True
             )
         return checkpoint_config(thread_id, ns, checkpoint["id"])
+
+    def _kept_fields(
+        self,
+        ns: str,
+        kept: Mapping[str, Any],
+        parent_id: str | None,
+        parent_versions: Mapping[str, Any] | None,
+    ) -> tuple[list[str], list[str]]:
+        """The blob fields of the versions a checkpoint keeps (names without writing),
+        split by what the saver knows at write time:
+
+        * *named*: the parent's stored record names the same version, so its value (or
+          its "never written" record) is in Redis unless it was lost; the script refuses
+          the write if one is missing (``CheckpointLostError``).
+        * *unwritten*: no write is known to have stored it (no parent: a hand-built
+          checkpoint; a version the parent does not name: LangGraph renamed a channel when
+          it migrated an older checkpoint on load). The script stores an "empty" record
+          under each one that is missing, which reads as no value, as InMemorySaver reads
+          a version it never stored; a value stored under one stays.
+
+        With a parent whose versions are unknown here (``parent_versions`` None), every
+        kept version counts as named; a refusal then reads the parent (``put``)."""
+        if not parent_id:
+            return [], self._fields_of(ns, kept)
+        if parent_versions is None:
+            return self._fields_of(ns, kept), []
+        named = {c: v for c, v in kept.items() if parent_versions.get(c) == v}
+        rest = {c: v for c, v in kept.items() if c not in named}
+        return self._fields_of(ns, named), self._fields_of(ns, rest)
+
+    def _never_written(self, thread_id: str, blob_field: str) -> bytes:
+        """The record of a version no write stored: the "empty" value record."""
+        return self._seal_value("bl", thread_id, blob_field, [], _NO_VALUE, "")
+
+    def _stored_versions(
+        self, tk: ThreadKeys, ns: str, checkpoint_id: str
+    ) -> Plan[dict[str, Any] | None]:
+        """The channel versions the stored record of a checkpoint names; None when it is
+        gone or does not verify."""
+        member = self.keys.checkpoint_member(ns, checkpoint_id)
+        entries, _ = yield from self._read_entries(tk, ["members", member])
+        decoded = self._decode_entry(tk, entries[0]) if entries else None
+        if not isinstance(decoded, _Decoded):
+            return None
+        return dict(decoded.checkpoint.get("channel_versions") or {})
 
     def put_writes(
         self,

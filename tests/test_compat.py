@@ -27,7 +27,6 @@ from redis.sentinel import MasterNotFoundError
 
 from langgraph_durable import (
     AsyncRedisSaver,
-    AsyncShallowRedisSaver,
     ConfigurationError,
     RedisSaver,
     ShallowRedisSaver,
@@ -230,22 +229,11 @@ def test_the_shallow_saver_keeps_the_newest_checkpoint(redis_url: str, key_prefi
         graph = graphs.counter_graph().compile(checkpointer=saver)
         for value in range(6):
             graph.invoke({"value": value, "trail": []}, config("t"))
-        # collected as the thread grows (every few puts), never more than 1 + 4
-        assert 1 <= checkpoints(saver, "t") <= 5
+        # collected as the thread grows (every few puts); one is all it ever lists
+        assert checkpoints(saver, "t") == 1
         saver.prune(["t"])
         assert checkpoints(saver, "t") == 1
         assert graph.get_state(config("t")).values["value"] == 57
-
-
-async def test_the_async_shallow_saver_keeps_the_newest_checkpoint(
-    redis_url: str, key_prefix: str
-) -> None:
-    async with AsyncShallowRedisSaver(redis_url=redis_url, key_prefix=key_prefix) as saver:
-        graph = graphs.counter_graph().compile(checkpointer=saver)
-        for value in range(6):
-            await graph.ainvoke({"value": value, "trail": []}, config("t"))
-        assert 1 <= len([c async for c in saver.alist(config("t"))]) <= 5
-        assert (await graph.aget_state(config("t"))).values["value"] == 57
 
 
 # -- refresh_on_read: a human can take their time -----------------------------------------

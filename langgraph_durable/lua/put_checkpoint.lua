@@ -4,13 +4,16 @@
 --       or "", 6 min and 7 max ZLEXCOUNT bounds of the checkpoint's namespace (both ""
 --       without keep_last: nothing to count), 8 the parent's member or "", 9 the digest
 --       of one element the checkpoint names without sending it, or "" (elements.py), 10
---       the number K of channels kept unchanged from the parent, 11 .. 10+K their blob
---       fields, 11+K the number E of elements sent, then
---       12+K "sent": the E element digests and the blob fields of the channels that
+--       the number K of channels kept unchanged whose values the parent names (they must
+--       be there), 11 .. 10+K their blob fields, 11+K the number U of kept versions no
+--       write is known to have stored ("never written", writes.py), 12+K .. 11+K+2U
+--       pairs (blob field, its "empty" record), 12+K+2U the number E of elements sent,
+--       then
+--       13+K+2U "sent": the E element digests and the blob fields of the channels that
 --                 changed, all already written by HSETNX in the same pipeline (big
 --                 values cost Redis about as much again when they pass through Lua,
 --                 so the usual path keeps them out)
---       12+K "inline": E pairs (digest, element), then pairs (blob field, blob record)
+--       13+K+2U "inline": E pairs (digest, element), then pairs (blob field, record)
 -- Returns the number of checkpoints the namespace now has (for keep_last retention; 0
 -- without bounds), or -1 when a "sent" value or element is not there (a hash has the
 -- wrong type): the caller then sends them inline, with the twins, and this script
@@ -20,8 +23,9 @@
 -- passes on or an element it names is gone (flushed, lost in a restart, evicted,
 -- expired): no read could use the result.
 local kept = tonumber(ARGV[10])
-local sent_elements = tonumber(ARGV[11 + kept])
-local mode = 12 + kept
+local unwritten = tonumber(ARGV[11 + kept])
+local sent_elements = tonumber(ARGV[12 + kept + 2 * unwritten])
+local mode = 13 + kept + 2 * unwritten
 local sent = ARGV[mode] == 'sent'
 
 -- A refused write leaves nothing behind: the values sent ahead of this script go again,
@@ -68,6 +72,14 @@ else
   end
   for j = i, #ARGV, 2 do
     redis.call('HSET', KEYS[K_BL], ARGV[j], ARGV[j + 1])
+  end
+end
+-- Versions kept that no write stored: an "empty" record says so (read as no value, as
+-- InMemorySaver reads a version it holds nothing for), so a later read tells them from a
+-- value that was stored and then lost. A value stored under one stays.
+for i = 12 + kept, 11 + kept + 2 * unwritten, 2 do
+  if not pcall(redis.call, 'HSETNX', KEYS[K_BL], ARGV[i], ARGV[i + 1]) then
+    return -1  -- the hash has the wrong type: sent again inline, which repairs it first
   end
 end
 local function index()
