@@ -41,7 +41,14 @@ from langgraph_durable.errors import ConfigurationError
 from langgraph_durable.ops import Batch, Plan
 from langgraph_durable.reports import MigrationReport, ThreadMigration
 
-__all__ = ["compare_thread", "migrate", "migrate_thread", "source_thread_ids"]
+__all__ = [
+    "compare_thread",
+    "migrate",
+    "migrate_thread",
+    "retry_may_help",
+    "source_thread_ids",
+    "why_it_stopped",
+]
 
 _Key = tuple[str, str]  # (checkpoint_ns, checkpoint_id)
 MIGRATED_TASK_PATH = "~migrated:{:08d}"
@@ -84,7 +91,9 @@ def migrate(
 
     Raises:
         ConfigurationError: ``target`` has ``keep_last``.
-        Whatever the source or Redis raise (a connection lost...): run it again.
+        Whatever the source or Redis raise. ``retry_may_help(exc)`` says whether running
+        it again can get further (a connection lost, a timeout, a failover); else the
+        source cannot be read as it is (``why_it_stopped`` says what to change).
     """
     _check_target(target)
     ids = source_thread_ids(source) if thread_ids is None else list(thread_ids)
@@ -95,6 +104,45 @@ def migrate(
         if progress is not None:
             progress(result)
     return report
+
+
+# Errors of a server that went away for a while: running again may get further.
+_PASSING = frozenset(
+    {"ConnectionError", "TimeoutError", "BusyLoadingError", "TryAgainError",
+     "MasterNotFoundError", "SlaveNotFoundError", "ReadOnlyError"}
+)  # fmt: skip
+
+
+def retry_may_help(exc: BaseException) -> bool:
+    """Whether running a stopped migration again may get past ``exc``: a connection lost
+    or refused, a timeout, a server loading or failing over (redis-py's, psycopg's and the
+    builtin kinds, a locked SQLite file). Not an error in what the source holds or needs
+    (a missing table or Redis module, a value it cannot read): that stops every run."""
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    if isinstance(exc, OSError) or names & _PASSING:
+        return True
+    module = type(exc).__module__
+    if module.startswith("psycopg") and "OperationalError" in names:
+        return True  # psycopg: the connection, not the SQL
+    text = str(exc).lower()
+    return module == "sqlite3" and ("locked" in text or "busy" in text)
+
+
+def why_it_stopped(exc: BaseException) -> str:
+    """What a user should do about an error that stopped a migration (for its one line)."""
+    if retry_may_help(exc):
+        return "run the same command again to continue: what is in Redis already is skipped"
+    text = str(exc)
+    if "unknown command" in text.lower() and any(m in text for m in ("FT.", "JSON.")):
+        return (
+            "running it again will not help: the source's saver needs Redis modules its "
+            "server lacks (langgraph-checkpoint-redis needs RedisJSON and RediSearch: Redis "
+            "8 or Redis Stack); point it at the Redis that holds its threads"
+        )
+    return (
+        "running it again will not help until the source can be read; what is in Redis "
+        "already stays"
+    )
 
 
 def source_thread_ids(source: BaseCheckpointSaver) -> list[str]:

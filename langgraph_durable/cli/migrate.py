@@ -16,7 +16,7 @@ import click
 
 from langgraph_durable import reply_codes
 from langgraph_durable.cli.common import _UNREACHABLE, common, open_saver, out
-from langgraph_durable.migration import migrate_thread, source_thread_ids
+from langgraph_durable.migration import migrate_thread, source_thread_ids, why_it_stopped
 from langgraph_durable.redact import redact, redact_url
 from langgraph_durable.reports import ThreadMigration
 from langgraph_durable.sources import open_source
@@ -69,7 +69,7 @@ def migrate(
             text = " ".join(f"{type(exc).__name__}: {first}".split())
             click.echo(
                 f"langgraph-durable: migration stopped{where}: {redact(text, source)} "
-                "(run the same command again to continue)",
+                f"({why_it_stopped(exc)})",
                 err=True,
             )
             sys.exit(2)
