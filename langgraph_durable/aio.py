@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Coroutine, Iterator, Mapping
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import redis.asyncio
@@ -167,10 +168,21 @@ class AsyncRedisSaver(PlanShell, BaseRedisSaver):
             if isinstance(step, Emit):
                 yield step.item
                 continue
-            try:
-                reply = await step()
-            except Exception as exc:  # noqa: BLE001 - handed to the plan's shell step
-                error = exc
+            attempts = self.failover.attempts()
+            while True:
+                try:
+                    reply = await step()
+                    break
+                except Exception as exc:  # noqa: BLE001 - handed to the plan's shell step
+                    try:  # a lost server: the call again, until failover_timeout
+                        delay = attempts.again(exc)
+                    except Exception as final:  # noqa: BLE001 - as above
+                        error = final
+                        break
+                    await asyncio.sleep(delay)
+
+    def _sleep(self, seconds: float) -> Any:
+        return partial(asyncio.sleep, seconds)
 
     async def _arun(self, steps: Steps[T]) -> T:
         result: list[Any] = []

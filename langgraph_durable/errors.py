@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+import redis.exceptions
+
 
 class DurableError(Exception):
     """Base class of every langgraph-durable error."""
@@ -213,6 +215,25 @@ class LeaseLostError(DurableError):
         self.thread_id = thread_id
         self.token = token
         self.newest = newest
+
+
+class FailoverTimeoutError(DurableError, redis.exceptions.ConnectionError):
+    """Redis did not answer for longer than the saver's ``failover_timeout``.
+
+    Every round trip that lost its server (a failover, a restart, a network cut) was sent
+    again until then; nothing was acknowledged that Redis did not store. A redis-py
+    ``ConnectionError`` too, so code that catches those catches this. Resume the run once
+    Redis answers: it continues from its last checkpoint.
+    """
+
+    def __init__(self, *, waited: float, timeout: float) -> None:
+        super().__init__(
+            f"Redis did not answer for {waited:.1f} s (a failover or restart longer than "
+            f"failover_timeout={timeout:g} s?); nothing unacknowledged was kept: run the "
+            "graph again once Redis answers, it resumes from its last checkpoint"
+        )
+        self.waited = waited
+        self.timeout = timeout
 
 
 class NotReplicatedError(DurableError):

@@ -22,6 +22,7 @@ from langgraph_durable.compression import resolve as resolve_compression
 from langgraph_durable.core import SaverCore
 from langgraph_durable.envelope import Envelope
 from langgraph_durable.errors import ConfigurationError
+from langgraph_durable.failover import DEFAULT_FAILOVER_TIMEOUT, Failover, check_timeout
 from langgraph_durable.keys import KeySchema
 from langgraph_durable.reports import RecoveryReport
 from langgraph_durable.serde import AllowedTypes, default_serde, warn_if_permissive
@@ -59,6 +60,11 @@ class SaverOptions(BaseCheckpointSaver[str]):
             ``replica_timeout`` seconds raises ``NotReplicatedError`` (the write stays on
             the primary). 0, the default, does not wait.
         replica_timeout: seconds to wait for the replicas.
+        failover_timeout: seconds a round trip that lost its server (a Sentinel failover,
+            a restart, a dropped connection) is sent again before
+            ``FailoverTimeoutError`` (default 15; 0: only redis-py's own retries). Safe:
+            every write is idempotent. With ``wait_for_replicas``, a write the replicas
+            have not acknowledged during a failover is sent again too (``failover.py``).
         repair_on_read: True (the default): a read that skips a damaged record also
             moves it to the thread's quarantine hash, so later reads do not meet it
             again. False: reads skip damage the same way but never write, as for
@@ -100,6 +106,7 @@ class SaverOptions(BaseCheckpointSaver[str]):
         allowed_types: AllowedTypes = (),
         wait_for_replicas: int = 0,
         replica_timeout: float = 1.0,
+        failover_timeout: float = DEFAULT_FAILOVER_TIMEOUT,
         repair_on_read: bool = True,
         accept_format_1: bool = True,
         compression: str | None = "auto",
@@ -146,6 +153,7 @@ class SaverOptions(BaseCheckpointSaver[str]):
             key_prefix, checkpoint_prefix, checkpoint_write_prefix, default=DEFAULT_KEY_PREFIX
         )
         self.key_prefix = key_prefix
+        self.failover = Failover(check_timeout(failover_timeout))
         self.ttl: int | None = ttl
         self.refresh_on_read = refresh_on_read
         self.keep_last = keep_last

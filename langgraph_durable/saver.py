@@ -8,8 +8,10 @@ each call ``shell.py`` yields; the async methods run a whole plan in a worker th
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import contextmanager
+from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import redis
@@ -157,13 +159,24 @@ class RedisSaver(PlanShell, BaseRedisSaver):
             if isinstance(step, Emit):
                 yield step.item
                 continue
-            try:
-                reply = step()
-            except Exception as exc:  # noqa: BLE001 - handed to the plan's shell step
-                error = exc
+            attempts = self.failover.attempts()
+            while True:
+                try:
+                    reply = step()
+                    break
+                except Exception as exc:  # noqa: BLE001 - handed to the plan's shell step
+                    try:  # a lost server: the call again, until failover_timeout
+                        delay = attempts.again(exc)
+                    except Exception as final:  # noqa: BLE001 - as above
+                        error = final
+                        break
+                    time.sleep(delay)
 
     def drive_iter(self, plan: Plan[Any]) -> Iterator[Any]:
         return self._drive_steps(self._steps(plan))
+
+    def _sleep(self, seconds: float) -> Any:
+        return partial(time.sleep, seconds)
 
     def drive(self, plan: Plan[T]) -> T:
         return self._run(self._steps(plan))

@@ -98,16 +98,19 @@ class PlanShell:
             ]
             ahead = list(op.ahead)
             if ahead and self.cluster and op.atomic:
-                pipe = self.client.pipeline(transaction=False)
-                for command in ahead:
-                    pipe.execute_command(*command)
-                _log_errors(ahead, (yield partial(pipe.execute, raise_on_error=False)))
+                _log_errors(ahead, (yield self._pipelined(ahead, False)))
                 ahead = []
             wait = [("WAIT", *op.wait_replicas)] if op.wait_replicas else []
-            for first_try in (True, False):
+            first_try, attempts = True, self.failover.attempts()
+            while True:
                 if self._wired():
                     results = yield partial(
-                        self._wire, self.client, [*ahead, *commands], op.atomic, wait
+                        self._wire,
+                        self.client,
+                        [*ahead, *commands],
+                        op.atomic,
+                        wait,
+                        lost=self.failover.lost,
                     )
                 else:
                     results = yield self._pipelined([*ahead, *commands], op.atomic)
@@ -116,8 +119,15 @@ class PlanShell:
                 _log_errors(ahead, results[: len(ahead)])
                 results = results[len(ahead) :]
                 if first_try and any(reply_codes.is_noscript(r) for r in results):
+                    first_try = False
                     yield from self._load_scripts()
                     continue
+                if wait and _too_few(results[-1], op.wait_replicas[0]):
+                    # during a failover, the new primary's replicas re-attach: ask again
+                    delay = attempts.should_wait_again()
+                    if delay is not None:
+                        yield self._sleep(delay)
+                        continue
                 error = (
                     None
                     if op.errors_as_values
@@ -137,16 +147,25 @@ class PlanShell:
     def _call(self, command: tuple[Any, ...]) -> Call:
         """The call that sends one command: ``wire.py`` on one server, else redis-py."""
         if self._wired():
-            return partial(self._wire_call, self.client, *command)
+            return partial(self._wire_call, self.client, *command, lost=self.failover.lost)
         return partial(self.client.execute_command, *command)
 
     def _pipelined(self, commands: list[tuple[Any, ...]], atomic: bool) -> Call:
         """The call that sends ``commands`` through redis-py's pipeline (a cluster, or a
-        client ``wire.py`` does not drive)."""
-        pipe = self.client.pipeline(transaction=atomic)
-        for command in commands:
-            pipe.execute_command(*command)
-        return partial(pipe.execute, raise_on_error=False)
+        client ``wire.py`` does not drive); a new pipeline each time it is called (a
+        pipeline empties itself when it runs, and a failover sends the call again)."""
+
+        def send() -> Any:
+            pipe = self.client.pipeline(transaction=atomic)
+            for command in commands:
+                pipe.execute_command(*command)
+            return pipe.execute(raise_on_error=False)
+
+        return send
+
+    def _sleep(self, seconds: float) -> Call:
+        """A call that waits ``seconds`` (``time.sleep``; the asyncio shell's awaits)."""
+        raise NotImplementedError
 
     def _wait_call(self, wait: tuple[Any, ...], commands: list[Any]) -> Call:
         """WAIT behind a pipelined batch: on a cluster, on the node of its first key."""
@@ -177,6 +196,12 @@ def _log_errors(commands: list[tuple[Any, ...]], replies: list[Any]) -> None:
     for command, reply in zip(commands, replies):
         if isinstance(reply, Exception):
             logger.warning("langgraph-durable: %s %s failed: %s", command[0], command[1], reply)
+
+
+def _too_few(acked: Any, wanted: int) -> bool:
+    """Whether a WAIT reply counts fewer replicas than ``wanted`` (an error reply is
+    raised by the plan as it is)."""
+    return not isinstance(acked, Exception) and int(acked) < wanted
 
 
 def _first_key(commands: list[Any]) -> str:

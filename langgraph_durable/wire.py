@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from typing import Any
 
 import redis
@@ -83,6 +83,10 @@ def exchange(
             reply if isinstance(reply, Exception) or callback is None else callback(reply)
         )
     return results
+
+
+def _ignore(error: Exception) -> None:
+    """The default ``lost``: nobody listens."""
 
 
 def usable(client: Any) -> bool:
@@ -216,8 +220,10 @@ def round_trip(
     commands: Sequence[tuple[Any, ...]],
     atomic: bool,
     after: Sequence[tuple[Any, ...]] = (),
+    lost: Callable[[Exception], None] = _ignore,
 ) -> list[Any]:
-    """Send ``commands`` (then ``after``) to ``client``'s server in one round trip (sync)."""
+    """Send ``commands`` (then ``after``) to ``client``'s server in one round trip (sync).
+    ``lost`` hears of every connection error on the way, also those a retry got past."""
     pool = client.connection_pool
     idle = _idle(pool)
     conn = _reuse(idle)
@@ -228,10 +234,15 @@ def round_trip(
     def attempt() -> list[Any]:
         return _run(conn, exchange(commands, atomic, client.response_callbacks, after))
 
+    def failed(error: Exception) -> None:
+        lost(error)
+        conn.disconnect()
+
     try:
         try:
-            results = conn.retry.call_with_retry(attempt, lambda error: conn.disconnect())
-        except ConnectionError:
+            results = conn.retry.call_with_retry(attempt, failed)
+        except ConnectionError as error:
+            lost(error)
             if not kept:
                 raise
             conn.disconnect()  # closed while kept: what the pool's checkout would redo
@@ -245,9 +256,9 @@ def round_trip(
     return results  # type: ignore[no-any-return]
 
 
-def call(client: redis.Redis, *command: Any) -> Any:
+def call(client: redis.Redis, *command: Any, lost: Callable[[Exception], None] = _ignore) -> Any:
     """One command in its own round trip (sync): its reply, or its error raised."""
-    (reply,) = round_trip(client, [command], False)
+    (reply,) = round_trip(client, [command], False, lost=lost)
     if isinstance(reply, Exception):
         raise reply
     return reply
@@ -275,8 +286,10 @@ async def around_trip(
     commands: Sequence[tuple[Any, ...]],
     atomic: bool,
     after: Sequence[tuple[Any, ...]] = (),
+    lost: Callable[[Exception], None] = _ignore,
 ) -> list[Any]:
-    """Send ``commands`` (then ``after``) to ``client``'s server in one round trip (asyncio)."""
+    """Send ``commands`` (then ``after``) to ``client``'s server in one round trip
+    (asyncio); ``lost`` as for ``round_trip``."""
     pool = client.connection_pool
     idle = _idle(pool)
     conn = _reuse(idle)
@@ -288,12 +301,14 @@ async def around_trip(
         return await _arun(conn, exchange(commands, atomic, client.response_callbacks, after))
 
     async def disconnect(error: Exception) -> None:
+        lost(error)
         await conn.disconnect()
 
     try:
         try:
             results = await conn.retry.call_with_retry(attempt, disconnect)
-        except ConnectionError:
+        except ConnectionError as error:
+            lost(error)
             if not kept:
                 raise
             await conn.disconnect()
@@ -307,9 +322,11 @@ async def around_trip(
     return results  # type: ignore[no-any-return]
 
 
-async def acall(client: redis.asyncio.Redis, *command: Any) -> Any:
+async def acall(
+    client: redis.asyncio.Redis, *command: Any, lost: Callable[[Exception], None] = _ignore
+) -> Any:
     """One command in its own round trip (asyncio): its reply, or its error raised."""
-    (reply,) = await around_trip(client, [command], False)
+    (reply,) = await around_trip(client, [command], False, lost=lost)
     if isinstance(reply, Exception):
         raise reply
     return reply

@@ -116,7 +116,7 @@ def test_without_retries_a_fault_raises_and_the_write_is_whole_or_absent(
     base = direct.put(config, first, {"source": "input", "step": -1}, versions)
     second, new_versions = checkpoint({"a": "y" * 20000}, direct)
     client = redis.Redis(port=proxy.port, retry=redis.retry.Retry(redis.backoff.NoBackoff(), 0))
-    saver = RedisSaver(client, key_prefix=key_prefix)
+    saver = RedisSaver(client, key_prefix=key_prefix, failover_timeout=0)  # no retries at all
     client.ping()  # connected: the fault hits the put, not the handshake
     # Down: the cut falls inside the script's reply, after the value's HSETNX reply
     # (":1\r\n"): Redis may send that one alone, before it has read the script call.

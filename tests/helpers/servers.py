@@ -156,9 +156,13 @@ def wait_until_stopped(proc: subprocess.Popen[Any]) -> None:
         time.sleep(0.01)
 
 
-def start_sentinel(workdir: str, master: Server, service: str = "mymaster") -> Server:
+def start_sentinel(
+    workdir: str, master: Server, service: str = "mymaster", down_after_ms: int = 60000
+) -> Server:
     """Start ``redis-server --sentinel`` on a loopback port, monitoring ``master`` as
-    ``service`` (quorum 1, no failover during a test), and wait until it names the master.
+    ``service`` (quorum 1; by default no failover during a test: the master counts as
+    down after a minute; ``down_after_ms`` for a test that kills it), and wait until it
+    names the master.
     A master with a password gives the sentinel the same one (``requirepass``, and
     ``auth-pass`` to reach the master). A port taken before it binds: another is picked,
     as ``start_server`` does."""
@@ -173,7 +177,8 @@ def start_sentinel(workdir: str, master: Server, service: str = "mymaster") -> S
         conf.write_text(
             f"port {port}\nbind 127.0.0.1\ndir {workdir}\n"
             f"sentinel monitor {service} 127.0.0.1 {master.port} 1\n"
-            f"sentinel down-after-milliseconds {service} 60000\n{auth}"
+            f"sentinel down-after-milliseconds {service} {down_after_ms}\n"
+            f"sentinel failover-timeout {service} 10000\n{auth}"
         )
         with open(Path(workdir) / f"sentinel-{port}.log", "ab") as out:
             proc = subprocess.Popen(

@@ -1,0 +1,143 @@
+"""Riding out a failover: a round trip that loses its server is sent again until Redis
+answers or the saver's ``failover_timeout`` has passed.
+
+Owns which errors mean "the server went away for a while" and how long a saver waits for
+it to come back. Rules it keeps:
+  * A round trip (one call of the driver: a script, a batch, a command) that fails with a
+    connection error, a timeout, "no master" from Sentinel (``MasterNotFoundError``), a
+    demoted master (redis-py's Sentinel connections turn READONLY into a connection
+    error) or a server still loading its data is sent again on a fresh connection, with
+    backoff (50 ms doubling to 1 s), until it succeeds or ``failover_timeout`` seconds
+    have passed since its first failure; then ``FailoverTimeoutError`` says so. Safe
+    because every operation a plan yields is idempotent: resending one that ran (its
+    reply was lost) stores the same bytes again. redis-py's own ``Retry`` (about 2 s)
+    runs inside each attempt; this budget is sized for a Sentinel failover.
+  * With ``wait_for_replicas``: a write that fewer replicas acknowledged while a
+    failover is under way (a connection error within the last ``failover_timeout``
+    seconds, also one redis-py's retry or ``wire.py`` got past: ``lost``) is sent again, with WAIT, on the new primary, until its replicas have
+    re-attached (``should_wait_again``); otherwise ``NotReplicatedError`` as always. A
+    write is never acknowledged before WAIT says it is replicated.
+  * Authentication and permission errors are no failover: raised at once.
+Sans-I/O: ``Failover`` only decides; the sync and asyncio drivers sleep and call.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable
+from typing import Any
+
+from redis.exceptions import (
+    AuthenticationError,
+    AuthorizationError,
+    ConnectionError,
+    TimeoutError,
+)
+
+from langgraph_durable.errors import ConfigurationError, FailoverTimeoutError
+
+logger = logging.getLogger("langgraph_durable")
+
+DEFAULT_FAILOVER_TIMEOUT = 15.0  # a Sentinel failover takes seconds; 10 s is a slow one
+FIRST_BACKOFF = 0.05
+MAX_BACKOFF = 1.0
+
+
+_REFUSALS = ("AuthenticationError", "AuthorizationError", "WRONGPASS", "NOAUTH", "NOPERM")
+
+
+def is_failover(exc: BaseException) -> bool:
+    """Whether ``exc`` says the server went away for a while (not a refusal of the
+    client itself: a wrong password or a missing permission is raised at once)."""
+    if isinstance(exc, (AuthenticationError, AuthorizationError)):
+        return False
+    # Sentinel's "no master found" carries each sentinel's error only as text
+    return isinstance(exc, (ConnectionError, TimeoutError)) and not any(
+        refusal in str(exc) for refusal in _REFUSALS
+    )
+
+
+def check_timeout(value: Any) -> float:
+    """``failover_timeout`` as seconds; ``ConfigurationError`` for anything else."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise ConfigurationError(
+            f"failover_timeout must be a number of seconds >= 0, got {value!r}"
+        )
+    return float(value)
+
+
+class Failover:
+    """One saver's failover budget: whether to send a failed round trip again, and
+    after how long. Shared by the saver's threads (what it records is a timestamp)."""
+
+    def __init__(
+        self, timeout: float = DEFAULT_FAILOVER_TIMEOUT, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.timeout = timeout
+        self.clock = clock
+        self.last_failure = float("-inf")  # clock time of the last connection error
+
+    def lost(self, exc: BaseException) -> None:
+        """Note a connection error, also one redis-py's retry or ``wire.py`` got past:
+        with ``wait_for_replicas``, a failover is under way for ``timeout`` seconds."""
+        if is_failover(exc):
+            self.last_failure = self.clock()
+
+    def attempts(self) -> _Attempts:
+        """The retry state of one round trip."""
+        return _Attempts(self)
+
+    def under_way(self) -> bool:
+        """Whether a connection error was seen within the last ``timeout`` seconds."""
+        return self.clock() - self.last_failure < self.timeout
+
+
+class _Attempts:
+    """The retry state of one round trip: ``again(exc)`` says how long to sleep before
+    the next attempt, or raises when the round trip must fail."""
+
+    def __init__(self, failover: Failover) -> None:
+        self.failover = failover
+        self.started: float | None = None
+        self.failures = 0
+
+    def again(self, exc: BaseException) -> float:
+        """The backoff before sending the round trip again after ``exc``; raises ``exc``
+        itself when it is no failover, ``FailoverTimeoutError`` past the budget."""
+        if not is_failover(exc) or self.failover.timeout <= 0:
+            raise exc
+        self.failover.lost(exc)
+        now = self.failover.clock()
+        if self.started is None:
+            self.started = now
+            logger.warning(
+                "langgraph-durable: lost Redis (%s): sending again for up to %.0f s "
+                "(failover_timeout)",
+                exc,
+                self.failover.timeout,
+            )
+        waited = now - self.started
+        if waited >= self.failover.timeout:
+            raise FailoverTimeoutError(waited=waited, timeout=self.failover.timeout) from exc
+        self.failures += 1
+        return self.backoff(self.failover.timeout - waited)
+
+    def should_wait_again(self) -> float | None:
+        """With ``wait_for_replicas``, a write too few replicas acknowledged: the backoff
+        before sending it again when a failover is under way (its replicas re-attach to
+        the new primary), else None (``NotReplicatedError``)."""
+        if not self.failover.under_way():
+            return None
+        now = self.failover.clock()
+        if self.started is None:
+            self.started = now
+        if now - self.started >= self.failover.timeout:
+            return None
+        self.failures += 1
+        return self.backoff(self.failover.timeout - (now - self.started))
+
+    def backoff(self, left: float) -> float:
+        ceiling = min(MAX_BACKOFF, FIRST_BACKOFF * 2 ** (self.failures - 1))
+        return min(left, random.uniform(ceiling / 2, ceiling))  # equal jitter

@@ -1,0 +1,80 @@
+"""The failover budget's decisions (``failover.py``), on a clock the test moves."""
+
+from __future__ import annotations
+
+import pytest
+from redis.exceptions import (
+    AuthenticationError,
+    BusyLoadingError,
+    ConnectionError,
+    ResponseError,
+    TimeoutError,
+)
+from redis.sentinel import MasterNotFoundError
+
+from langgraph_durable.errors import ConfigurationError, FailoverTimeoutError
+from langgraph_durable.failover import Failover, check_timeout, is_failover
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_what_counts_as_a_failover() -> None:
+    for lost in (ConnectionError("refused"), TimeoutError(), BusyLoadingError(),
+                 MasterNotFoundError("No master found for 'mymaster'")):  # fmt: skip
+        assert is_failover(lost), lost
+    for refused in (AuthenticationError("WRONGPASS"), ResponseError("ERR"), ValueError(),
+                    MasterNotFoundError("No master found for 'x' : ... - auth:AuthenticationError")):  # fmt: skip
+        assert not is_failover(refused), refused
+
+
+def test_a_round_trip_is_sent_again_until_the_budget_is_spent() -> None:
+    clock = Clock()
+    failover = Failover(10.0, clock)
+    attempts = failover.attempts()
+    delays = []
+    while clock.now < 109.0:
+        delays.append(attempts.again(ConnectionError("gone")))
+        clock.now += delays[-1] + 0.5
+    assert all(0 < d <= 1.0 for d in delays) and delays[0] <= 0.05  # backoff from 50 ms
+    assert failover.under_way()
+    clock.now = 110.0
+    with pytest.raises(FailoverTimeoutError, match="failover_timeout=10") as raised:
+        attempts.again(ConnectionError("still gone"))
+    assert isinstance(raised.value.__cause__, ConnectionError)
+    clock.now = 121.0
+    assert not failover.under_way()
+
+
+def test_no_failover_is_raised_as_it_is() -> None:
+    attempts = Failover(10.0, Clock()).attempts()
+    error = ResponseError("WRONGTYPE")
+    with pytest.raises(ResponseError) as raised:
+        attempts.again(error)
+    assert raised.value is error
+    off = Failover(0.0, Clock()).attempts()  # failover_timeout=0: redis-py's retries only
+    with pytest.raises(ConnectionError):
+        off.again(ConnectionError("gone"))
+
+
+def test_a_write_too_few_replicas_have_is_sent_again_only_during_a_failover() -> None:
+    clock = Clock()
+    failover = Failover(10.0, clock)
+    assert failover.attempts().should_wait_again() is None  # no failover: NotReplicatedError
+    failover.lost(ConnectionError("reset"))  # even one a retry got past
+    attempts = failover.attempts()
+    assert attempts.should_wait_again() is not None
+    clock.now += 11.0
+    assert attempts.should_wait_again() is None  # past the budget: NotReplicatedError
+
+
+def test_the_timeout_option_is_checked() -> None:
+    assert check_timeout(0) == 0.0 and check_timeout(2.5) == 2.5
+    for bad in (-1, "15", True, None):
+        with pytest.raises(ConfigurationError, match="failover_timeout"):
+            check_timeout(bad)
