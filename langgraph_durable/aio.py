@@ -172,9 +172,12 @@ class AsyncRedisSaver(PlanShell, BaseRedisSaver):
             while True:
                 try:
                     reply = await step()
+                    self.failover.connected = True
                     break
                 except Exception as exc:  # noqa: BLE001 - handed to the plan's shell step
                     try:  # a lost server: the call again, until failover_timeout
+                        if not getattr(step, "failover_retry", True):
+                            raise
                         delay = attempts.again(exc)
                     except Exception as final:  # noqa: BLE001 - as above
                         error = final

@@ -57,11 +57,24 @@ class CheckpointLostError(DurableError):
     """
 
     def __init__(
-        self, *, thread_id: str, checkpoint_ns: str, parent_checkpoint_id: str, missing: str
+        self,
+        *,
+        thread_id: str,
+        checkpoint_ns: str,
+        parent_checkpoint_id: str | None,
+        missing: str,
+        checkpoint_id: str | None = None,
     ) -> None:
-        super().__init__(
+        what = (
             f"checkpoint {parent_checkpoint_id!r} of thread {thread_id!r} (namespace "
-            f"{checkpoint_ns!r}), which this write builds on, is gone from Redis ({missing}): "
+            f"{checkpoint_ns!r}), which this write builds on, is gone from Redis"
+            if parent_checkpoint_id is not None
+            else f"a value checkpoint {checkpoint_id!r} of thread {thread_id!r} (namespace "
+            f"{checkpoint_ns!r}, no parent) keeps is gone from Redis, though checkpoints of "
+            "its namespace stored it"
+        )
+        super().__init__(
+            f"{what} ({missing}): "
             "the data was flushed, lost in a restart without persistence, evicted or expired. "
             "Nothing was written. Resume the thread from a checkpoint that still exists "
             "(graph.get_state_history) or run it again from its input; to keep this from "
@@ -71,6 +84,7 @@ class CheckpointLostError(DurableError):
         self.thread_id = thread_id
         self.checkpoint_ns = checkpoint_ns
         self.parent_checkpoint_id = parent_checkpoint_id
+        self.checkpoint_id = checkpoint_id  # the checkpoint refused, when it has no parent
         self.missing = missing
 
 
@@ -221,19 +235,21 @@ class FailoverTimeoutError(DurableError, redis.exceptions.ConnectionError):
     """Redis did not answer for longer than the saver's ``failover_timeout``.
 
     Every round trip that lost its server (a failover, a restart, a network cut) was sent
-    again until then; nothing was acknowledged that Redis did not store. A redis-py
+    again until then; the last one was not acknowledged. A redis-py
     ``ConnectionError`` too, so code that catches those catches this. Resume the run once
     Redis answers: it continues from its last checkpoint.
     """
 
-    def __init__(self, *, waited: float, timeout: float) -> None:
+    def __init__(self, *, waited: float, timeout: float, last_error: str = "") -> None:
         super().__init__(
             f"Redis did not answer for {waited:.1f} s (a failover or restart longer than "
-            f"failover_timeout={timeout:g} s?); nothing unacknowledged was kept: run the "
-            "graph again once Redis answers, it resumes from its last checkpoint"
+            f"failover_timeout={timeout:g} s?; last error: {last_error or 'none'}); "
+            "the write may or may not be stored, and was not acknowledged: run the graph "
+            "again once Redis answers, it resumes from its last checkpoint"
         )
         self.waited = waited
         self.timeout = timeout
+        self.last_error = last_error
 
 
 class NotReplicatedError(DurableError):

@@ -17,13 +17,16 @@ it to come back. Rules it keeps:
     seconds, also one redis-py's retry or ``wire.py`` got past: ``lost``) is sent again, with WAIT, on the new primary, until its replicas have
     re-attached (``should_wait_again``); otherwise ``NotReplicatedError`` as always. A
     write is never acknowledged before WAIT says it is replicated.
-  * Authentication and permission errors are no failover: raised at once.
+  * Authentication, permission and TLS errors are no failover: raised at once. Nor is
+    an error before the saver's first round trip got through (a wrong URL, a server not
+    started): raised after redis-py's own retries, as always.
 Sans-I/O: ``Failover`` only decides; the sync and asyncio drivers sleep and call.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import random
 import time
 from collections.abc import Callable
@@ -45,12 +48,24 @@ FIRST_BACKOFF = 0.05
 MAX_BACKOFF = 1.0
 
 
-_REFUSALS = ("AuthenticationError", "AuthorizationError", "WRONGPASS", "NOAUTH", "NOPERM")
+# Refusals of this client (credentials, permissions, TLS) that redis-py reports as
+# connection errors, or only as text inside Sentinel's "no master found": no failover.
+_REFUSALS = (
+    "AuthenticationError",
+    "AuthorizationError",
+    "WRONGPASS",
+    "NOAUTH",
+    "NOPERM",
+    "certificate verify failed",
+    "CERTIFICATE_VERIFY_FAILED",
+    "wrong version number",  # TLS spoken to a plain port, or the reverse
+)
 
 
 def is_failover(exc: BaseException) -> bool:
     """Whether ``exc`` says the server went away for a while (not a refusal of the
-    client itself: a wrong password or a missing permission is raised at once)."""
+    client itself: a wrong password, a missing permission or a certificate that does
+    not verify is raised at once)."""
     if isinstance(exc, (AuthenticationError, AuthorizationError)):
         return False
     # Sentinel's "no master found" carries each sentinel's error only as text
@@ -61,7 +76,12 @@ def is_failover(exc: BaseException) -> bool:
 
 def check_timeout(value: Any) -> float:
     """``failover_timeout`` as seconds; ``ConfigurationError`` for anything else."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value < 0
+    ):
         raise ConfigurationError(
             f"failover_timeout must be a number of seconds >= 0, got {value!r}"
         )
@@ -78,6 +98,9 @@ class Failover:
         self.timeout = timeout
         self.clock = clock
         self.last_failure = float("-inf")  # clock time of the last connection error
+        # Set by the drivers once a round trip got through: before that, a connection
+        # error is a wrong URL or a server not started, raised after redis-py's retries.
+        self.connected = False
 
     def lost(self, exc: BaseException) -> None:
         """Note a connection error, also one redis-py's retry or ``wire.py`` got past:
@@ -106,7 +129,7 @@ class _Attempts:
     def again(self, exc: BaseException) -> float:
         """The backoff before sending the round trip again after ``exc``; raises ``exc``
         itself when it is no failover, ``FailoverTimeoutError`` past the budget."""
-        if not is_failover(exc) or self.failover.timeout <= 0:
+        if not is_failover(exc) or self.failover.timeout <= 0 or not self.failover.connected:
             raise exc
         self.failover.lost(exc)
         now = self.failover.clock()
@@ -120,7 +143,9 @@ class _Attempts:
             )
         waited = now - self.started
         if waited >= self.failover.timeout:
-            raise FailoverTimeoutError(waited=waited, timeout=self.failover.timeout) from exc
+            raise FailoverTimeoutError(
+                waited=waited, timeout=self.failover.timeout, last_error=str(exc)
+            ) from exc
         self.failures += 1
         return self.backoff(self.failover.timeout - waited)
 

@@ -48,7 +48,8 @@ def _lease_lost(keys: KeySchema, op: Script, thread_id: str, detail: str) -> Exc
 
 
 def _checkpoint_lost(keys: KeySchema, op: Script, thread_id: str, detail: str) -> Exception:
-    ns, parent_id = keys.parse_checkpoint_member(op.args[7])  # put_checkpoint's ARGV[8]
+    # put_checkpoint's ARGV[8], the parent; without one, ARGV[3], the checkpoint itself
+    ns, parent_id = keys.parse_checkpoint_member(op.args[7] or op.args[2])
     missing = "the checkpoint is not in the index"
     if detail.startswith("value "):
         _, channel, version = keys.parse_blob_field(op.args[int(detail[6:]) - 1])
@@ -56,7 +57,11 @@ def _checkpoint_lost(keys: KeySchema, op: Script, thread_id: str, detail: str) -
     elif detail.startswith("element"):
         missing = "the elements of the message lists it passes on are missing"
     return CheckpointLostError(
-        thread_id=thread_id, checkpoint_ns=ns, parent_checkpoint_id=parent_id, missing=missing
+        thread_id=thread_id,
+        checkpoint_ns=ns,
+        parent_checkpoint_id=parent_id if op.args[7] else None,
+        missing=missing,
+        checkpoint_id=None if op.args[7] else parent_id,
     )
 
 

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from redis.exceptions import ResponseError
 
 from langgraph_durable import compat, connect, hazards, reply_codes, wire
+from langgraph_durable.errors import ConfigurationError
 from langgraph_durable.ops import Batch, Command, Emit, Plan, ScanKeys, Script
 from langgraph_durable.scripts import ScriptSet, server_version
 
@@ -57,6 +58,12 @@ class PlanShell:
         self.client, self._owns_client = compat.open_client(
             type(self), client, asyncio=asyncio, **where
         )
+        if self.core.wait_for_replicas and _single_connection(self.client):
+            raise ConfigurationError(
+                "wait_for_replicas needs a client with a connection pool: a "
+                "single_connection_client sends its batches on another connection than "
+                "WAIT, which counts only the writes of its own connection"
+            )
         self.cluster = connect.is_cluster(self.client)
         self._scripts = ScriptSet()  # until setup() knows the server
 
@@ -115,7 +122,14 @@ class PlanShell:
                 else:
                     results = yield self._pipelined([*ahead, *commands], op.atomic)
                     if wait:  # its own call: the same connection only where there is one
-                        results = [*results, (yield self._wait_call(wait[0], op.commands))]
+                        try:
+                            acked = yield self._wait_call(wait[0], op.commands)
+                        except Exception as exc:  # noqa: BLE001 - a lost WAIT: see below
+                            # WAIT alone on a fresh connection would count none of the
+                            # write's bytes: the whole batch goes again
+                            yield self._sleep(attempts.again(exc))
+                            continue
+                        results = [*results, acked]
                 _log_errors(ahead, results[: len(ahead)])
                 results = results[len(ahead) :]
                 if first_try and any(reply_codes.is_noscript(r) for r in results):
@@ -168,11 +182,12 @@ class PlanShell:
         raise NotImplementedError
 
     def _wait_call(self, wait: tuple[Any, ...], commands: list[Any]) -> Call:
-        """WAIT behind a pipelined batch: on a cluster, on the node of its first key."""
+        """WAIT behind a pipelined batch: on a cluster, on the node of its first key.
+        Never sent again on its own (``once``): the batch is."""
         if self.cluster:
             node = self.client.get_node_from_key(_first_key(commands))
-            return partial(self.client.execute_command, *wait, target_nodes=node)
-        return partial(self.client.execute_command, *wait)
+            return once(partial(self.client.execute_command, *wait, target_nodes=node))
+        return once(partial(self.client.execute_command, *wait))
 
     def _load_scripts(self) -> Steps[None]:
         for source in self._scripts.sources():
@@ -196,6 +211,27 @@ def _log_errors(commands: list[tuple[Any, ...]], replies: list[Any]) -> None:
     for command, reply in zip(commands, replies):
         if isinstance(reply, Exception):
             logger.warning("langgraph-durable: %s %s failed: %s", command[0], command[1], reply)
+
+
+class once:
+    """A call the driver must not send again on a lost connection (``failover.py``): the
+    plan step that yielded it decides what goes again."""
+
+    failover_retry = False
+
+    def __init__(self, call: Call) -> None:
+        self.call = call
+
+    def __call__(self) -> Any:
+        return self.call()
+
+
+def _single_connection(client: Any) -> bool:
+    return bool(
+        getattr(client, "single_connection_client", False)
+        or getattr(client, "_single_connection_client", False)
+        or getattr(client, "connection", None) is not None
+    )
 
 
 def _too_few(acked: Any, wanted: int) -> bool:

@@ -234,15 +234,18 @@ def round_trip(
     def attempt() -> list[Any]:
         return _run(conn, exchange(commands, atomic, client.response_callbacks, after))
 
+    failures = []
+
     def failed(error: Exception) -> None:
-        lost(error)
+        failures.append(error)
+        if not (kept and len(failures) == 1):  # a kept socket closed while idle: no failover
+            lost(error)
         conn.disconnect()
 
     try:
         try:
             results = conn.retry.call_with_retry(attempt, failed)
-        except ConnectionError as error:
-            lost(error)
+        except ConnectionError:
             if not kept:
                 raise
             conn.disconnect()  # closed while kept: what the pool's checkout would redo
@@ -300,15 +303,18 @@ async def around_trip(
     async def attempt() -> list[Any]:
         return await _arun(conn, exchange(commands, atomic, client.response_callbacks, after))
 
+    failures = []
+
     async def disconnect(error: Exception) -> None:
-        lost(error)
+        failures.append(error)
+        if not (kept and len(failures) == 1):  # as in round_trip
+            lost(error)
         await conn.disconnect()
 
     try:
         try:
             results = await conn.retry.call_with_retry(attempt, disconnect)
-        except ConnectionError as error:
-            lost(error)
+        except ConnectionError:
             if not kept:
                 raise
             await conn.disconnect()

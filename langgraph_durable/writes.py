@@ -73,7 +73,8 @@ class WritePlans(RetentionPlans):
             [parent_id, *self.serde.dumps_typed(stored), *self.serde.dumps_typed(meta)],
             f"checkpoint {checkpoint['id']!r} (with its metadata)",
         )
-        upper, lower = self.keys.namespace_range(ns) if self.keep_last else ("", "")
+        # The namespace's bounds: counted for keep_last, and for a put without a parent
+        upper, lower = self.keys.namespace_range(ns)
         kept_versions = {
             c: v for c, v in checkpoint["channel_versions"].items() if c not in new_versions
         }
@@ -110,7 +111,9 @@ class WritePlans(RetentionPlans):
         elements = sorted((d, e) for d, e in new_elements.items() if d not in known)
         parent_versions = parent.versions if parent is not None else None
         for attempt in (1, 2):
-            named, unwritten = self._kept_fields(ns, kept_versions, parent_id, parent_versions)
+            named, unwritten, when = self._kept_fields(
+                ns, kept_versions, parent_id, parent_versions, checkpoint["channel_versions"]
+            )
             args: list[Any] = [
                 self.ttl_arg,
                 held_token(self.keys.prefix, thread_id),
@@ -124,6 +127,7 @@ class WritePlans(RetentionPlans):
                 len(named),
                 *named,
                 len(unwritten),
+                when,
                 *(x for f in unwritten for x in (f, self._never_written(thread_id, f))),
                 len(elements),
             ]
@@ -144,7 +148,12 @@ class WritePlans(RetentionPlans):
                 atomic=bool(self.ttl),
                 ahead=self.run_index.ahead(run_id, thread_id),
             )
-            if attempt == 1 and parent_versions is None and reply_codes.lost_value(replies[-1]):
+            if (
+                attempt == 1
+                and parent_id
+                and parent_versions is None
+                and reply_codes.lost_value(replies[-1])
+            ):
                 # A parent this saver did not write or read last: a kept value is not
                 # there. Whether the parent names it is read from the parent's record;
                 # if not, it was never written, and the write goes again saying so.
@@ -181,28 +190,37 @@ class WritePlans(RetentionPlans):
         kept: Mapping[str, Any],
         parent_id: str | None,
         parent_versions: Mapping[str, Any] | None,
-    ) -> tuple[list[str], list[str]]:
+        versions: Mapping[str, Any],
+    ) -> tuple[list[str], list[str], str]:
         """The blob fields of the versions a checkpoint keeps (names without writing),
-        split by what the saver knows at write time:
+        split by what the saver recorded when they were written: (*named*, *unwritten*,
+        when the unwritten are).
 
-        * *named*: the parent's stored record names the same version, so its value (or
-          its "never written" record) is in Redis unless it was lost; the script refuses
-          the write if one is missing (``CheckpointLostError``).
-        * *unwritten*: no write is known to have stored it (no parent: a hand-built
-          checkpoint; a version the parent does not name: LangGraph renamed a channel when
-          it migrated an older checkpoint on load). The script stores an "empty" record
-          under each one that is missing, which reads as no value, as InMemorySaver reads
-          a version it never stored; a value stored under one stays.
+        * *named*: a write stored the value (or its "never written" record): the parent
+          names the same version, or the channel at another version (``update_state``'s
+          copy of a checkpoint keeps what that checkpoint wrote). Missing, the script
+          refuses the write (``CheckpointLostError``): a value lost.
+        * *unwritten*, ``"renamed"``: a version the parent names under a channel this
+          checkpoint no longer has, kept under a new name: LangGraph renamed the channel
+          when it migrated an older checkpoint on load, and never stored its value under
+          the new name.
+        * *unwritten*, ``"first"``: no parent (a hand-built checkpoint, as
+          langgraph-checkpoint-redis's README puts): never written while the namespace
+          holds no checkpoint; once it holds one, the script treats them as named.
 
-        With a parent whose versions are unknown here (``parent_versions`` None), every
-        kept version counts as named; a refusal then reads the parent (``put``)."""
+        The script stores an "empty" record under each unwritten version that is missing,
+        which reads as no value, as InMemorySaver reads a version it never stored; a value
+        stored under one stays. With a parent whose versions are unknown here
+        (``parent_versions`` None), every kept version counts as named; a refusal then
+        reads the parent (``put``)."""
         if not parent_id:
-            return [], self._fields_of(ns, kept)
+            return [], self._fields_of(ns, kept), "first"
         if parent_versions is None:
-            return self._fields_of(ns, kept), []
-        named = {c: v for c, v in kept.items() if parent_versions.get(c) == v}
-        rest = {c: v for c, v in kept.items() if c not in named}
-        return self._fields_of(ns, named), self._fields_of(ns, rest)
+            return self._fields_of(ns, kept), [], "renamed"
+        gone = {v for c, v in parent_versions.items() if c not in versions}  # renamed from
+        renamed = {c: v for c, v in kept.items() if parent_versions.get(c) != v and v in gone}
+        named = {c: v for c, v in kept.items() if c not in renamed}
+        return self._fields_of(ns, named), self._fields_of(ns, renamed), "renamed"
 
     def _never_written(self, thread_id: str, blob_field: str) -> bytes:
         """The record of a version no write stored: the "empty" value record."""

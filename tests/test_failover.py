@@ -29,7 +29,7 @@ from redis.retry import Retry
 from redis.sentinel import Sentinel
 from typing_extensions import TypedDict
 
-from langgraph_durable import AsyncRedisSaver, FailoverTimeoutError, RedisSaver
+from langgraph_durable import AsyncRedisSaver, ConfigurationError, FailoverTimeoutError, RedisSaver
 from tests.helpers.fault_proxy import FaultProxy
 from tests.helpers.servers import Server, start_sentinel, start_server
 
@@ -230,8 +230,11 @@ def test_during_a_failover_a_write_waits_for_the_replicas_to_come_back(tmp_path:
     )
     admin = redis.Redis(port=primary.port)
     proxy = FaultProxy("127.0.0.1", primary.port)
-    # no retries of redis-py's own: the cut reaches the saver, as a failover's errors do
-    client = redis.Redis(port=proxy.port, retry=Retry(NoBackoff(), 0))
+    # No retries of redis-py's own: the cut reaches the saver, as a failover's errors do.
+    # A blocking pool: the saver keeps no connection between round trips (a kept one that
+    # fails once is taken for a socket closed while idle, no failover).
+    pool = redis.BlockingConnectionPool(port=proxy.port, retry=Retry(NoBackoff(), 0))
+    client = redis.Redis(connection_pool=pool)
     try:
         with redis.Redis(port=replica.port) as on_replica:
             wait_for(
@@ -274,3 +277,24 @@ def test_during_a_failover_a_write_waits_for_the_replicas_to_come_back(tmp_path:
 def _waits(admin: redis.Redis) -> int:
     """How many WAIT commands the server has run."""
     return int(admin.info("commandstats").get("cmdstat_wait", {}).get("calls", 0))
+
+
+def test_a_single_connection_client_cannot_wait_for_replicas(redis_url: str) -> None:
+    """Its batches go out on a pooled connection, WAIT on its own: WAIT would count none
+    of the write and say it replicated."""
+    client = redis.Redis.from_url(redis_url, single_connection_client=True)
+    with pytest.raises(ConfigurationError, match="single_connection_client"):
+        RedisSaver(client, wait_for_replicas=1)
+    client.close()
+
+
+def test_a_wrong_url_fails_after_redis_py_retries_not_the_failover_budget(tmp_path: Path) -> None:
+    """A saver that never reached its server (a wrong port) raises redis-py's error, as
+    before: the failover budget is for a server that went away."""
+    port = start_server(str(tmp_path))  # a port nothing listens on once it is stopped
+    port.stop()
+    saver = RedisSaver(redis_url=port.url, key_prefix="lgdfo", failover_timeout=60)
+    with pytest.raises(redis.ConnectionError) as raised:
+        saver.get_tuple({"configurable": {"thread_id": "x"}})
+    assert not isinstance(raised.value, FailoverTimeoutError)
+    saver.client.close()

@@ -17,6 +17,8 @@ import pytest
 import redis
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import END, START, StateGraph
+from typing_extensions import TypedDict
 
 from langgraph_durable import AsyncRedisSaver, CheckpointLostError, RedisSaver
 from tests.helpers.plans import RoundTrips
@@ -213,3 +215,50 @@ def test_a_value_stored_under_a_never_written_version_stays(ours: RedisSaver) ->
     assert ours.get_tuple(
         {"configurable": {"thread_id": "1", "checkpoint_ns": "", "checkpoint_id": orphan["id"]}}
     ).checkpoint["channel_values"] == {"a": "stored"}
+
+
+class AB(TypedDict):
+    a: str
+    b: str
+
+
+def ab_graph() -> Any:
+    builder = StateGraph(AB)
+    builder.add_node("n1", lambda s: {"a": "important"})
+    builder.add_node("n2", lambda s: {"b": "work of n2"})
+    builder.add_edge(START, "n1")
+    builder.add_edge("n1", "n2")
+    builder.add_edge("n2", END)
+    return builder
+
+
+@pytest.mark.parametrize("source", ["newest", "root"])
+def test_a_copy_of_a_checkpoint_whose_value_was_lost_is_refused(
+    ours: RedisSaver, redis_client: redis.Redis, source: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``update_state(config, None, as_node="__copy__")`` puts a copy that keeps every
+    version of its source, on the source's parent (none for the root). A value of the
+    source lost between LangGraph's read and the put is a value lost, never "never
+    written": the copy is refused and the source reads as damaged, not silently without
+    it."""
+    graph = ab_graph().compile(checkpointer=ours)
+    config = {"configurable": {"thread_id": "1"}}
+    graph.invoke({"a": "", "b": ""}, config)
+    history = list(ours.list(config))
+    chosen = history[0] if source == "newest" else history[-1]
+    versions = chosen.checkpoint["channel_versions"]
+    channel = "b" if source == "newest" else next(iter(versions))
+    field = ours.keys.blob_field("", channel, versions[channel])
+    put = RedisSaver.put
+
+    def lose_then_put(self: RedisSaver, *args: Any) -> Any:
+        redis_client.hdel(ours.keys.thread("1").bl, field)  # evicted, a bad restore...
+        return put(self, *args)
+
+    monkeypatch.setattr(RedisSaver, "put", lose_then_put)
+    with pytest.raises(CheckpointLostError, match=f"'{channel}'@{versions[channel]}"):
+        graph.update_state(chosen.config, None, as_node="__copy__")
+    monkeypatch.undo()
+    assert len(list(ours.list(config))) == len(history) - 1, "no copy; the source is damaged"
+    report = ours.verify("1")
+    assert not report.ok and chosen.checkpoint["id"] in str(report)

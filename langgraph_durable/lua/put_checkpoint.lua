@@ -4,16 +4,18 @@
 --       or "", 6 min and 7 max ZLEXCOUNT bounds of the checkpoint's namespace (both ""
 --       without keep_last: nothing to count), 8 the parent's member or "", 9 the digest
 --       of one element the checkpoint names without sending it, or "" (elements.py), 10
---       the number K of channels kept unchanged whose values the parent names (they must
---       be there), 11 .. 10+K their blob fields, 11+K the number U of kept versions no
---       write is known to have stored ("never written", writes.py), 12+K .. 11+K+2U
---       pairs (blob field, its "empty" record), 12+K+2U the number E of elements sent,
---       then
---       13+K+2U "sent": the E element digests and the blob fields of the channels that
+--       the number K of kept versions whose values must be there (the parent, or the
+--       checkpoint it copies, stored them), 11 .. 10+K their blob fields, 11+K the
+--       number U of kept versions no write stored ("never written", writes.py), 12+K
+--       when they are: "renamed" (a channel renamed on load: always) or "first" (no
+--       parent: only while the namespace holds no checkpoint; once it does, they must
+--       be there too), 13+K .. 12+K+2U pairs (blob field, its "empty" record), 13+K+2U
+--       the number E of elements sent, then
+--       14+K+2U "sent": the E element digests and the blob fields of the channels that
 --                 changed, all already written by HSETNX in the same pipeline (big
 --                 values cost Redis about as much again when they pass through Lua,
 --                 so the usual path keeps them out)
---       13+K+2U "inline": E pairs (digest, element), then pairs (blob field, record)
+--       14+K+2U "inline": E pairs (digest, element), then pairs (blob field, record)
 -- Returns the number of checkpoints the namespace now has (for keep_last retention; 0
 -- without bounds), or -1 when a "sent" value or element is not there (a hash has the
 -- wrong type): the caller then sends them inline, with the twins, and this script
@@ -24,8 +26,8 @@
 -- expired): no read could use the result.
 local kept = tonumber(ARGV[10])
 local unwritten = tonumber(ARGV[11 + kept])
-local sent_elements = tonumber(ARGV[12 + kept + 2 * unwritten])
-local mode = 13 + kept + 2 * unwritten
+local sent_elements = tonumber(ARGV[13 + kept + 2 * unwritten])
+local mode = 14 + kept + 2 * unwritten
 local sent = ARGV[mode] == 'sent'
 
 -- A refused write leaves nothing behind: the values sent ahead of this script go again,
@@ -52,6 +54,16 @@ if ARGV[8] ~= '' then
     if not ok or present == 0 then return refuse('LGD_LOST value ' .. i) end
   end
 end
+-- No parent, in a namespace that holds checkpoints: a version kept without a value is a
+-- value lost (a copy of a checkpoint whose value went missing), not one never written.
+if unwritten > 0 and ARGV[12 + kept] == 'first' and ARGV[6] ~= ''
+    and redis.call('ZLEXCOUNT', KEYS[K_CPS], ARGV[6], ARGV[7]) > 0 then
+  for i = 13 + kept, 12 + kept + 2 * unwritten, 2 do
+    local ok, present = pcall(redis.call, 'HEXISTS', KEYS[K_BL], ARGV[i])
+    if not ok or present == 0 then return refuse('LGD_LOST value ' .. i) end
+  end
+  unwritten = 0  -- all there: nothing to record
+end
 -- One element the checkpoint names without sending: its parent's manifests name it, so
 -- it is there unless the element hash itself was lost (evicted, expired, flushed).
 if ARGV[9] ~= '' then
@@ -77,7 +89,7 @@ end
 -- Versions kept that no write stored: an "empty" record says so (read as no value, as
 -- InMemorySaver reads a version it holds nothing for), so a later read tells them from a
 -- value that was stored and then lost. A value stored under one stays.
-for i = 12 + kept, 11 + kept + 2 * unwritten, 2 do
+for i = 13 + kept, 12 + kept + 2 * unwritten, 2 do
   if not pcall(redis.call, 'HSETNX', KEYS[K_BL], ARGV[i], ARGV[i + 1]) then
     return -1  -- the hash has the wrong type: sent again inline, which repairs it first
   end

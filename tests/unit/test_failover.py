@@ -28,7 +28,10 @@ def test_what_counts_as_a_failover() -> None:
     for lost in (ConnectionError("refused"), TimeoutError(), BusyLoadingError(),
                  MasterNotFoundError("No master found for 'mymaster'")):  # fmt: skip
         assert is_failover(lost), lost
-    for refused in (AuthenticationError("WRONGPASS"), ResponseError("ERR"), ValueError(),
+    tls = ConnectionError(
+        "Error 1 connecting: [SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed"
+    )
+    for refused in (AuthenticationError("WRONGPASS"), ResponseError("ERR"), ValueError(), tls,
                     MasterNotFoundError("No master found for 'x' : ... - auth:AuthenticationError")):  # fmt: skip
         assert not is_failover(refused), refused
 
@@ -36,6 +39,7 @@ def test_what_counts_as_a_failover() -> None:
 def test_a_round_trip_is_sent_again_until_the_budget_is_spent() -> None:
     clock = Clock()
     failover = Failover(10.0, clock)
+    failover.connected = True  # a round trip got through before
     attempts = failover.attempts()
     delays = []
     while clock.now < 109.0:
@@ -44,7 +48,7 @@ def test_a_round_trip_is_sent_again_until_the_budget_is_spent() -> None:
     assert all(0 < d <= 1.0 for d in delays) and delays[0] <= 0.05  # backoff from 50 ms
     assert failover.under_way()
     clock.now = 110.0
-    with pytest.raises(FailoverTimeoutError, match="failover_timeout=10") as raised:
+    with pytest.raises(FailoverTimeoutError, match="failover_timeout=10.*still gone") as raised:
         attempts.again(ConnectionError("still gone"))
     assert isinstance(raised.value.__cause__, ConnectionError)
     clock.now = 121.0
@@ -52,14 +56,20 @@ def test_a_round_trip_is_sent_again_until_the_budget_is_spent() -> None:
 
 
 def test_no_failover_is_raised_as_it_is() -> None:
-    attempts = Failover(10.0, Clock()).attempts()
+    never = Failover(10.0, Clock())  # nothing got through yet: a wrong URL, no server
+    with pytest.raises(ConnectionError):
+        never.attempts().again(ConnectionError("refused"))
+    connected = Failover(10.0, Clock())
+    connected.connected = True
+    attempts = connected.attempts()
     error = ResponseError("WRONGTYPE")
     with pytest.raises(ResponseError) as raised:
         attempts.again(error)
     assert raised.value is error
-    off = Failover(0.0, Clock()).attempts()  # failover_timeout=0: redis-py's retries only
+    off = Failover(0.0, Clock())  # failover_timeout=0: redis-py's retries only
+    off.connected = True
     with pytest.raises(ConnectionError):
-        off.again(ConnectionError("gone"))
+        off.attempts().again(ConnectionError("gone"))
 
 
 def test_a_write_too_few_replicas_have_is_sent_again_only_during_a_failover() -> None:
@@ -75,6 +85,6 @@ def test_a_write_too_few_replicas_have_is_sent_again_only_during_a_failover() ->
 
 def test_the_timeout_option_is_checked() -> None:
     assert check_timeout(0) == 0.0 and check_timeout(2.5) == 2.5
-    for bad in (-1, "15", True, None):
+    for bad in (-1, "15", True, None, float("nan"), float("inf")):
         with pytest.raises(ConfigurationError, match="failover_timeout"):
             check_timeout(bad)
