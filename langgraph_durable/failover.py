@@ -19,7 +19,8 @@ it to come back. Rules it keeps:
     write is never acknowledged before WAIT says it is replicated.
   * Authentication, permission and TLS errors are no failover: raised at once. Nor is
     an error before the saver's first round trip got through (a wrong URL, a server not
-    started): raised after redis-py's own retries, as always.
+    started): raised after redis-py's own retries, as always; except behind Sentinel,
+    when the sentinels answer: a worker started during a failover waits it out too.
 Sans-I/O: ``Failover`` only decides; the sync and asyncio drivers sleep and call.
 """
 
@@ -99,8 +100,19 @@ class Failover:
         self.clock = clock
         self.last_failure = float("-inf")  # clock time of the last connection error
         # Set by the drivers once a round trip got through: before that, a connection
-        # error is a wrong URL or a server not started, raised after redis-py's retries.
+        # error is a wrong URL or a server not started, raised after redis-py's retries,
+        # unless Sentinel manages the client and its sentinels answered (``sentinel``).
         self.connected = False
+        self.sentinel = False  # the client's master is the one its sentinels name
+
+    def sentinel_says_failover(self, exc: BaseException) -> bool:
+        """Before a first round trip got through: whether ``exc`` is a failover under
+        way behind sentinels that answer (no master named yet, or the master they name
+        not answering), not a wrong sentinel address (then every sentinel's own
+        connection error is listed after "No master found for 'name' :")."""
+        return self.sentinel and not (
+            type(exc).__name__ == "MasterNotFoundError" and " : " in str(exc)
+        )
 
     def lost(self, exc: BaseException) -> None:
         """Note a connection error, also one redis-py's retry or ``wire.py`` got past:
@@ -129,7 +141,9 @@ class _Attempts:
     def again(self, exc: BaseException) -> float:
         """The backoff before sending the round trip again after ``exc``; raises ``exc``
         itself when it is no failover, ``FailoverTimeoutError`` past the budget."""
-        if not is_failover(exc) or self.failover.timeout <= 0 or not self.failover.connected:
+        if not is_failover(exc) or self.failover.timeout <= 0:
+            raise exc
+        if not self.failover.connected and not self.failover.sentinel_says_failover(exc):
             raise exc
         self.failover.lost(exc)
         now = self.failover.clock()

@@ -58,6 +58,7 @@ class PlanShell:
         self.client, self._owns_client = compat.open_client(
             type(self), client, asyncio=asyncio, **where
         )
+        self.failover.sentinel = bool(connect.sentinel_clients(self.client))
         if self.core.wait_for_replicas and _single_connection(self.client):
             raise ConfigurationError(
                 "wait_for_replicas needs a client with a connection pool: a "

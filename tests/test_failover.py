@@ -298,3 +298,21 @@ def test_a_wrong_url_fails_after_redis_py_retries_not_the_failover_budget(tmp_pa
         saver.get_tuple({"configurable": {"thread_id": "x"}})
     assert not isinstance(raised.value, FailoverTimeoutError)
     saver.client.close()
+
+
+def test_a_worker_started_during_a_failover_waits_it_out(setup: Setup) -> None:
+    """A fresh saver whose first round trip meets a failover (the primary just killed;
+    the sentinel takes its down-after time to act) waits for the new master: through
+    Sentinel, the sentinels answering is proof the URL is right."""
+    config = {"configurable": {"thread_id": "fresh"}}
+    with RedisSaver(redis_url=setup.url, key_prefix="lgdfo") as first:
+        graph = steps_graph(lambda: None).compile(checkpointer=first)
+        graph.invoke({"trail": []}, config)
+    wait_for(setup.replicas_caught_up, "the replicas did not catch up")
+    setup.primary.proc.kill()
+    setup.primary.proc.wait(timeout=SAFETY)
+    # without redis-py's own retries, which might outlast a short failover by themselves
+    once = {"retry": Retry(NoBackoff(), 0)}
+    with RedisSaver(redis_url=setup.url, key_prefix="lgdfo", connection_args=once) as fresh:
+        state = steps_graph(lambda: None).compile(checkpointer=fresh).get_state(config)
+    assert state.values["trail"] == list(range(STEPS))
