@@ -8,6 +8,10 @@ Owns the write conversation. Rules it keeps:
     a dropped connection stores the same bytes again.
   * Every write carries this context's fencing token (``fencing.py``); the script
     refuses it when another worker holds the thread or took it over.
+  * Never written is not lost: a version a checkpoint keeps that no write stored (a
+    hand-built first checkpoint, a channel renamed on load) gets an "empty" record at
+    write time, read as no value (``_kept_fields``); any other kept version must be
+    there.
   * A parent that is gone (retention, a restore) is refused (``CheckpointLostError``),
     never built on; a key of the wrong type is moved to its damaged twin and the write
     sent again (``LGD_REPAIR``).
