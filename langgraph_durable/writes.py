@@ -77,8 +77,12 @@ class WritePlans(RetentionPlans):
             [parent_id, *self.serde.dumps_typed(stored), *self.serde.dumps_typed(meta)],
             f"checkpoint {checkpoint['id']!r} (with its metadata)",
         )
-        # The namespace's bounds: counted for keep_last, and for a put without a parent
-        upper, lower = self.keys.namespace_range(ns)
+        # The namespace's bounds, for the script to count its checkpoints: for keep_last,
+        # and for a put without a parent (never written only into an empty namespace).
+        # Not otherwise: a ZLEXCOUNT per put on the hot path for nothing.
+        upper, lower = (
+            self.keys.namespace_range(ns) if self.keep_last or not parent_id else ("", "")
+        )
         kept_versions = {
             c: v for c, v in checkpoint["channel_versions"].items() if c not in new_versions
         }
