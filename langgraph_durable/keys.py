@@ -13,7 +13,10 @@ make ``T`` the Redis Cluster hash tag, so every key of a thread lives in one slo
     P:{T}:qt    HASH  quarantined (damaged) records, kept for forensics
     P:{T}:lg    HASH  ledger field -> enveloped tool-call ledger entry
     P:{T}:lgx   ZSET  ledger index, score 0, members == ledger fields:  ns SEP step
-                      SEP task SEP call position SEP tool name SEP args hash
+                      SEP task SEP execution SEP call position SEP tool name SEP args
+                      hash (the execution: ledger/executions.py; fields written before
+                      it have none), and one ``VOID SEP run_id`` field per rolled-back
+                      run (ledger/rollback.py)
     P:{T}:sub   ZSET  timeline of the subgraph namespaces, score 0, members
                       checkpoint_id SEP ns for every ``cps`` member whose ns is not ""
                       (its "timeline member"): with ``cps``' root range, it gives every
@@ -174,6 +177,12 @@ class LedgerField:
     position: int
     name: str
     args_hash: str
+    execution: str = ""  # "" for a field written before executions were recorded
+
+
+# Ledger fields of rolled-back runs start with this: escaped components never hold
+# "\x01\x03", so no task's field can.
+_LEDGER_VOID = "\x01\x03void" + SEP
 
 
 class KeySchema:
@@ -295,12 +304,36 @@ class KeySchema:
         """The prefix every ledger field of one task starts with (it ends with SEP)."""
         return _join(checkpoint_ns, f"{step + _IDX_OFFSET:010d}", task) + SEP
 
-    def ledger_field(self, task_prefix: str, position: int, name: str, args_hash: str) -> str:
-        return task_prefix + _join(f"{position:07d}", name, args_hash)
+    def ledger_field(
+        self, task_prefix: str, execution: str, position: int, name: str, args_hash: str
+    ) -> str:
+        return task_prefix + _join(execution, f"{position:07d}", name, args_hash)
 
     def parse_ledger_field(self, field: str | bytes) -> LedgerField:
-        ns, step, task, position, name, args_hash = _split(field)
-        return LedgerField(ns, int(step) - _IDX_OFFSET, task, int(position), name, args_hash)
+        parts = _split(field)
+        execution = parts.pop(3) if len(parts) == 7 else ""
+        ns, step, task, position, name, args_hash = parts  # ValueError for anything else
+        return LedgerField(
+            ns, int(step) - _IDX_OFFSET, task, int(position), name, args_hash, execution
+        )
+
+    @staticmethod
+    def ledger_void_field(run_id: str) -> str:
+        """The ledger field that says run ``run_id`` was rolled back (ledger/rollback.py)."""
+        return _LEDGER_VOID + _escape_component(run_id)
+
+    @staticmethod
+    def ledger_void_range() -> tuple[str, str]:
+        """(min, max) ZRANGEBYLEX bounds over the ledger's rolled-back-run fields."""
+        return "[" + _LEDGER_VOID, "(" + _LEDGER_VOID[: -len(SEP)] + _SEP_AFTER
+
+    @staticmethod
+    def ledger_void_run(field: str | bytes) -> str | None:
+        """The run id of a rolled-back-run field, None for any other field."""
+        text = field.decode() if isinstance(field, bytes) else field
+        if not text.startswith(_LEDGER_VOID):
+            return None
+        return _unescape_component(text[len(_LEDGER_VOID) :])
 
     @staticmethod
     def ledger_task_range(task_prefix: str) -> tuple[str, str]:

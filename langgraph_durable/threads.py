@@ -8,8 +8,9 @@ Owns the operations LangGraph's contract adds beyond reads and writes. Rules it 
     ledger included; the guess of its newest versions is forgotten.
   * ``prune`` and ``delete_for_runs`` go through retention's guarded deletion;
     ``delete_for_runs`` visits the threads of the run index (``runs.py``), and SCANs
-    only for a run the index does not know; ``prune(keep_last=0)`` (or
-    ``strategy="delete"``) deletes the threads.
+    only for a run the index does not know; it records the rollback in each thread's
+    ledger first (``ledger/rollback.py``: the runs' decisions never answer again);
+    ``prune(keep_last=0)`` (or ``strategy="delete"``) deletes the threads.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 from langgraph_durable import elements
 from langgraph_durable.errors import ConfigurationError, RecordDamagedError
 from langgraph_durable.keys import KeySchema
+from langgraph_durable.ledger.rollback import void_runs
 from langgraph_durable.ops import Batch, Command, Plan, Script
 from langgraph_durable.records import _label, _wrong_type_as_empty
 from langgraph_durable.retention import RetentionPlans, _prunable
@@ -152,6 +154,7 @@ class ThreadPlans(RetentionPlans):
         if not wanted_runs:
             return
         thread_ids: set[str] = set()
+        indexed: dict[str, set[str]] = {}  # thread -> the wanted runs whose index names it
         complete: bool | None = None  # whether every thread is indexed (runs.py)
         for run_id in sorted(wanted_runs):
             (members,) = yield Batch([("SMEMBERS", self.keys.run(run_id))], errors_as_values=True)
@@ -164,13 +167,23 @@ class ThreadPlans(RetentionPlans):
                 if complete and not isinstance(members, Exception):
                     continue  # a run that wrote nothing
                 # Unknown to an index that may lack threads written before it: SCAN.
-                thread_ids = set((yield from self.all_thread_ids()))
-                break
-            thread_ids.update(_label(m) for m in members)
-        for thread_id in sorted(thread_ids):
+                if not thread_ids:
+                    thread_ids = set((yield from self.all_thread_ids()))
+                continue
+            for member in members:
+                indexed.setdefault(_label(member), set()).add(run_id)
+        for thread_id in sorted(thread_ids | indexed.keys()):
             tk = self.keys.thread(thread_id)
             runs = yield Command(("HGETALL", tk.runs))
             doomed = {_label(m) for m, r in runs.items() if _label(r) in wanted_runs}
+            # The ledger first, also where the run saved no checkpoint (it may have
+            # recorded calls): once the checkpoints are gone a retried rollback would
+            # not find the thread's runs in its runs hash again.
+            rolled_back = ({_label(r) for r in runs.values()} & wanted_runs) | indexed.get(
+                thread_id, set()
+            )
+            if rolled_back:
+                yield from void_runs(self, tk, rolled_back)
             if doomed:
                 yield from self._collect(tk, lambda decoded, pinned, doomed=doomed: doomed)
 

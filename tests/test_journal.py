@@ -201,7 +201,8 @@ def test_a_call_that_raises_gives_its_place_back(saver: RedisSaver) -> None:
     assert [e.position for e in model_entries(ledger)] == [MODEL_POSITION]
 
 
-def test_a_node_retried_by_its_retry_policy_gets_the_recorded_answer(saver: RedisSaver) -> None:
+def test_a_node_retried_by_its_retry_policy_asks_the_model_again(saver: RedisSaver) -> None:
+    """The answer its failed attempt recorded made the node raise: not replayed."""
     from langgraph.types import RetryPolicy
 
     ledger = ToolLedger(saver)
@@ -223,8 +224,10 @@ def test_a_node_retried_by_its_retry_policy_gets_the_recorded_answer(saver: Redi
     )
     builder.add_edge(START, "agent")
     graph = builder.compile(checkpointer=saver)
-    graph.invoke(START_INPUT, CONFIG)
-    assert answers[0] == answers[1] and model.calls == 1
+    out = graph.invoke(START_INPUT, CONFIG)
+    assert answers[0] != answers[1] and model.calls == 2
+    [entry] = model_entries(ledger)
+    assert entry.result == answers[1] == out["messages"][-1] and entry.attempts == 2
 
 
 def test_batch_and_bind_tools_keep_every_call_journaled_in_order(

@@ -135,7 +135,10 @@ def test_a_served_ledger_records_in_the_servers_checkpointer(serve: Any) -> None
     assert api.effects() == ["charge 5", "refund 3", "charge 9"]
 
 
-def test_rollback_deletes_the_cancelled_runs_checkpoints_not_its_ledger(serve: Any) -> None:
+def test_rollback_deletes_the_cancelled_runs_checkpoints_and_voids_its_ledger(serve: Any) -> None:
+    """Double-texting with ``multitask_strategy="rollback"``: the next request is a new
+    execution, never answered from the cancelled run nor asked about it; the cancelled
+    run's call that may have taken effect stays visible to operators, with its run."""
     served = serve("langgraph_durable.server:checkpointer")  # the other spelling works too
     api = served.server
     tid = api.new_thread()
@@ -152,20 +155,29 @@ def test_rollback_deletes_the_cancelled_runs_checkpoints_not_its_ledger(serve: A
     after = served.run_ids(tid)
     assert cancelled not in after and first < after  # the new run's are there
     api.call("GET", f"/threads/{tid}/runs/{cancelled}", status=404)
-    # ...but the charge it had started may have taken effect: the ledger keeps its intent,
-    # and the new run's call at the same place is a question for a human
-    (asked,) = out["__interrupt__"]
-    assert asked["value"]["type"] == "tool_call_diverged"
-    assert asked["value"]["recorded"]["args"] == {"amount": 61}
-    assert asked["value"]["call"]["args"] == {"amount": 62}
-    out = api.wait(tid, command={"resume": {"action": "retry"}})
+    # the new request's call at the same place is a new call: it ran, nothing was asked
+    assert "__interrupt__" not in out
     assert out["messages"][-1]["content"] == "done: charged 62"
+    # ...but the charge the cancelled run had started may have taken effect: operators
+    # see it, with its run, until one of them drops it
+    (waiting,) = served.ledger.escalations([tid])
+    assert (waiting.kind, waiting.args, waiting.entry.run_id) == (
+        "rolled_back",
+        {"amount": 61},
+        cancelled,
+    )
 
     release(gate)  # the cancelled run's tool call was still blocked: it completes now
     until("the cancelled charge to finish", lambda: "charge 61" in api.effects())
     assert sorted(api.effects()) == ["charge 60", "charge 61", "charge 62"]
     # nobody awaited it any more: the ledger still cannot know it took effect
     assert ("charge", {"amount": 61}, "intent") in served.entries(tid)
+    served.ledger.drop(tid, str(waiting.idempotency_key), reason="refunded", by="ops")
+    assert served.ledger.escalations([tid]) == []
+    # the thread goes on: a later run is not answered from the rolled-back one either
+    out = api.wait(tid, input=say("charge 63"))
+    assert out["messages"][-1]["content"] == "done: charged 63"
+    assert api.effects().count("charge 61") == 1
 
 
 def test_after_a_server_crash_the_server_retries_the_run_and_the_ledger_asks(

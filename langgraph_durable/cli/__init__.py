@@ -20,7 +20,7 @@ from langgraph_durable.cli.common import _Cli
 from langgraph_durable.cli.inspection import history, ledger, show, threads
 from langgraph_durable.cli.maintenance import resign, verify
 from langgraph_durable.cli.migrate import migrate
-from langgraph_durable.cli.operators import escalations, resolve
+from langgraph_durable.cli.operators import drop, escalations, resolve
 from langgraph_durable.cli.server import demo, server
 
 __all__ = ["cli", "main"]
@@ -40,6 +40,7 @@ for command in (
     ledger,
     escalations,
     resolve,
+    drop,
     verify,
     resign,
     migrate,

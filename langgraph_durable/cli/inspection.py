@@ -21,6 +21,7 @@ from langgraph_durable.errors import (
     UnreadableThreadError,
 )
 from langgraph_durable.ledger import ToolLedger
+from langgraph_durable.ledger.entries import MODEL_POSITION
 from langgraph_durable.saver import RedisSaver
 
 
@@ -174,7 +175,8 @@ def _summary(value: Any) -> Any:
 @common
 @click.argument("thread")
 def ledger(redis_url: str | None, key_prefix: str, as_json: bool, thread: str) -> None:
-    """The tool-call ledger of THREAD: every recorded call and its outcome."""
+    """The ledger of THREAD: every recorded tool call and model answer, its outcome, the
+    run and the branch (execution) that recorded it."""
     with open_saver(redis_url, key_prefix) as saver:
         entries = ToolLedger(saver).entries(thread)
         if not entries:
@@ -185,6 +187,14 @@ def ledger(redis_url: str | None, key_prefix: str, as_json: bool, thread: str) -
             "position": e.position,
             "tool": e.name,
             "state": e.state,
+            "run_id": e.run_id,
+            "execution": e.execution,
+            "rolled_back": e.rolled_back,
+            "settled": e.settled if e.model_call else None,
+            "replays": e.replays,
+            "drops": [
+                {"by": by, "reason": why, "at": at, "what": what} for by, why, at, what in e.drops
+            ],
             "attempts": e.attempts,
             "resolution": e.resolution,
             "idempotency_key": e.idempotency_key,
@@ -203,9 +213,11 @@ def ledger(redis_url: str | None, key_prefix: str, as_json: bool, thread: str) -
         rows,
         [
             ("STEP", lambda r: r["step"]),
-            ("#", lambda r: r["position"]),
-            ("TOOL", lambda r: r["tool"]),
-            ("STATE", lambda r: r["state"]),
+            ("#", lambda r: _position(r["position"])),
+            ("CALL", lambda r: r["tool"]),
+            ("STATE", lambda r: _state(r)),
+            ("RUN", lambda r: r["run_id"] or "-"),
+            ("BRANCH", lambda r: _branch(r["execution"])),
             ("ATTEMPTS", lambda r: r["attempts"]),
             ("HUMAN", lambda r: _human(r)),
             ("IDEMPOTENCY KEY", lambda r: r["idempotency_key"]),
@@ -214,10 +226,32 @@ def ledger(redis_url: str | None, key_prefix: str, as_json: bool, thread: str) -
     )
 
 
+def _position(position: int) -> int:
+    """A model answer's order in its task (it is stored far above any tool call's)."""
+    return position - MODEL_POSITION if position >= MODEL_POSITION else position
+
+
+def _state(row: dict[str, Any]) -> str:
+    state = str(row["state"])
+    if row["rolled_back"]:
+        state += " (rolled back)"
+    if row["settled"] is False:
+        state += " (unsettled)"
+    return state
+
+
+def _branch(execution: str) -> str:
+    """The execution, by the end of the checkpoint id it started from (uuid6 ids share
+    their first half with their neighbours)."""
+    head, dot, count = execution.partition(".")
+    return (head[-8:] + dot + count) if head else "-"
+
+
 def _human(row: dict[str, Any]) -> str:
     """How a human answered: through the graph, or an operator's decision (who, why)."""
     decided = [
         f"{d['action']} by {d['by'] or '?'}" + (f": {d['reason']}" if d["reason"] else "")
         for d in row["decisions"]
     ]
-    return "; ".join(decided) or row["resolution"] or "-"
+    dropped = [f"dropped by {d['by'] or '?'}: {d['reason']}" for d in row["drops"]]
+    return "; ".join(decided + dropped) or row["resolution"] or "-"

@@ -1,5 +1,7 @@
-"""Operators' commands: ``escalations`` (every call waiting for a human, across threads)
-and ``resolve`` (answer one, with who and why; the thread's next run applies it)."""
+"""Operators' commands: ``escalations`` (every call waiting for a human, across threads,
+and the calls of rolled-back runs that may have taken effect), ``resolve`` (answer one,
+with who and why; the thread's next run applies it) and ``drop`` (set a recorded model
+answer, or an entry of a rolled-back run, aside, with who and why)."""
 
 from __future__ import annotations
 
@@ -19,8 +21,9 @@ from langgraph_durable.ledger import ToolLedger
 def escalations(
     redis_url: str | None, key_prefix: str, as_json: bool, threads: tuple[str, ...]
 ) -> None:
-    """Every tool call waiting for a human's answer: thread, tool, arguments, idempotency
-    key, age (without --thread, a SCAN of every thread)."""
+    """Every tool call waiting for a human's answer, and every call of a rolled-back run
+    that may have taken effect: thread, tool, why, idempotency key, age, run, arguments
+    (without --thread, a SCAN of every thread)."""
     with open_saver(redis_url, key_prefix) as saver:
         found = ToolLedger(saver).escalations(list(threads) or None)
     rows = [
@@ -31,6 +34,7 @@ def escalations(
             "args": e.args,
             "idempotency_key": e.idempotency_key,
             "age_seconds": round(e.age_seconds, 1) if e.age_seconds is not None else None,
+            "run_id": e.entry.run_id,
         }
         for e in found
     ]
@@ -43,6 +47,7 @@ def escalations(
             ("WHY", lambda r: r["kind"].replace("tool_", "").replace("_", " ")),
             ("IDEMPOTENCY KEY", lambda r: r["idempotency_key"]),
             ("AGE", lambda r: _age(r["age_seconds"])),
+            ("RUN", lambda r: r["run_id"] or "-"),
             ("ARGS", lambda r: str(r["args"])[:60]),
         ],
     )
@@ -96,6 +101,41 @@ def resolve(
         as_json,
         [{"thread_id": thread, "name": entry.name, "idempotency_key": call, "action": chosen[0]}],
         [("RESOLVED", lambda r: f"{r['name']} {r['idempotency_key']}: {r['action']}")],
+    )
+
+
+@click.command()
+@common
+@click.argument("thread")
+@click.argument("call", metavar="IDEMPOTENCY_KEY")
+@click.option("--reason", required=True, help="why (recorded with the drop)")
+@click.option("--by", "by", help="who drops it (recorded with the drop)")
+def drop(
+    redis_url: str | None,
+    key_prefix: str,
+    as_json: bool,
+    thread: str,
+    call: str,
+    reason: str,
+    by: str | None,
+) -> None:
+    """Drop the recorded model answer IDEMPOTENCY_KEY of THREAD (the next attempt at its
+    place asks the model again), or a call of a rolled-back run (it leaves
+    `escalations`). The entry keeps its result and the drop (who, why, when)."""
+    with open_saver(redis_url, key_prefix) as saver:
+        try:
+            entry = ToolLedger(saver).drop(thread, call, reason=reason, by=by)
+        except LeaseHeldError as exc:
+            click.echo(
+                f"langgraph-durable: thread {thread!r} is held by a worker ({exc}); drop it "
+                "once that worker has stopped",
+                err=True,
+            )
+            sys.exit(2)
+    out_table(
+        as_json,
+        [{"thread_id": thread, "name": entry.name, "idempotency_key": call, "dropped": True}],
+        [("DROPPED", lambda r: f"{r['name']} {r['idempotency_key']}")],
     )
 
 

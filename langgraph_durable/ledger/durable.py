@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from langgraph_durable.ledger.entries import LedgerEntry, Policy
+from langgraph_durable.ledger.executions import Lineage
 from langgraph_durable.ledger.policies import check_policy
 from langgraph_durable.ledger.running import CallRunner
 from langgraph_durable.ledger.sites import _Site, _TaskContext, call_site
@@ -64,11 +65,12 @@ class DurableCalls(CallRunner):
                     found = self._node_site(call_name, args, kwargs, effective_policy())
                     if found is None:
                         return await func(*args, **kwargs)
-                    ledger, ctx, site = found
+                    ledger, ctx = found
                     async with ctx.alock:
                         if not ctx.loaded:
-                            await ledger.saver.adrive(ledger._load(ctx, site))
+                            await ledger.saver.adrive(ledger._load(ctx, Lineage()))
                             ctx.loaded = True
+                    site = ledger._durable_site(ctx, call_name, args, kwargs)
                     escalated = await ledger.saver.adrive(
                         ledger._escalate_inline(ctx, site, effective_policy())
                     )
@@ -87,11 +89,12 @@ class DurableCalls(CallRunner):
                 found = self._node_site(call_name, args, kwargs, effective_policy())
                 if found is None:
                     return func(*args, **kwargs)
-                ledger, ctx, site = found
+                ledger, ctx = found
                 with ctx.lock:
                     if not ctx.loaded:
-                        ledger.saver.drive(ledger._load(ctx, site))
+                        ledger.saver.drive(ledger._load(ctx, Lineage()))
                         ctx.loaded = True
+                site = ledger._durable_site(ctx, call_name, args, kwargs)
                 escalated = ledger.saver.drive(
                     ledger._escalate_inline(ctx, site, effective_policy())
                 )
@@ -107,9 +110,9 @@ class DurableCalls(CallRunner):
 
     def _node_site(
         self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], policy: Policy
-    ) -> tuple[Any, _TaskContext, _Site] | None:
-        """Where this call is recorded and the ledger (``_bound``) recording it, or None
-        for a call that runs unrecorded."""
+    ) -> tuple[Any, _TaskContext] | None:
+        """The task attempt this call belongs to and the ledger (``_bound``) recording
+        it, or None for a call that runs unrecorded."""
         if policy == "readonly":
             return None
         try:
@@ -118,26 +121,30 @@ class DurableCalls(CallRunner):
             config = get_config()
         except RuntimeError:
             return self._outside()
-        ctx = self._context(config)
+        ledger = self._bound(config)
+        ctx = self._context(config, ledger._keys)
         if ctx is None:
             return self._outside()
-        ledger = self._bound(config)
+        return ledger, ctx
+
+    def _durable_site(
+        self, ctx: _TaskContext, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> _Site:
+        """Where this durable call is recorded: at its order among the task's."""
         with ctx.lock:
             position = ctx.positions
             ctx.positions += 1
-        site = call_site(
-            ledger._keys,
-            config,
+        return call_site(
+            self._keys,
             ctx,
             name,
             {"args": list(args), "kwargs": kwargs},
             tool_call_id=None,
             position=position,
         )
-        return (ledger, ctx, site) if site is not None else self._outside()
 
     def _answer_inline(self, ctx: _TaskContext, site: _Site, entry: LedgerEntry | None) -> None:
         """A sequential call escalates at its own place in the node, so its
         ``interrupt()`` calls keep their order among the node's other interrupts."""
         if entry is not None:
-            self._ask(ctx, site, [(slot, entry) for slot in entry.escalations])
+            self._ask(ctx, [(slot, entry) for slot in entry.escalations])

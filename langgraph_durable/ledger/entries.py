@@ -35,6 +35,7 @@ DIVERGENCES: tuple[str, ...] = ("escalate", "raise", "new_call")
 # Entry states. "damaged" is never stored: it is how an unverifiable record reads.
 INTENT, RESULT, ERROR, INTERRUPTED, DAMAGED = "intent", "result", "error", "interrupted", "damaged"
 DIVERGED = "diverged"
+DROPPED = "dropped"  # a model answer an operator dropped: asked again at its place
 _UNKNOWN_STATES = (INTENT, DAMAGED)
 _FORMAT = 1
 _LEDGER = "lg"  # record kind bound into each entry's checksum
@@ -125,6 +126,20 @@ class LedgerEntry:
     damage: str | None = None  # why the record did not verify
     diverged_from: str | None = None  # the field of the recorded call this one replaced
     hint: str | None = None  # the policy the tool's own metadata gave it (policies.py)
+    # The execution that recorded it (executions.py): the name is in the field.
+    execution: str = ""
+    task_id: str | None = None  # LangGraph's id of the task attempt that wrote it
+    run_id: str | None = None
+    request: str | None = None  # a model call: its request's digest
+    journaled: bool = False  # a tool call: its AI message came from the model journal
+    # A model answer (journal.py): settled once a call made from it was recorded;
+    # replays counts the attempts it was handed to while unsettled.
+    settled: bool = False
+    replays: int = 0
+    rolled_back: bool = False  # its run was rolled back (rollback.py); not stored here
+    # Operators' drops of recorded answers at this field: (by, reason, at, what), oldest
+    # first; the newest is in force while ``state`` is DROPPED.
+    drops: tuple[tuple[str | None, str | None, float, str], ...] = ()
     # Operators' answers (``ToolLedger.resolve``) by escalation number: a slot decided
     # here never raises its interrupt() again, so LangGraph's answers keep their order.
     decisions: Mapping[int, Decision] = default(default_factory=dict, hash=False, compare=False)
@@ -158,6 +173,9 @@ def seal_entry(codec: RecordCodec, thread_id: str, entry: LedgerEntry) -> bytes:
         "finished": entry.finished_at,
         "from": entry.diverged_from,
         "hint": entry.hint,
+        "x": [entry.task_id, entry.run_id, entry.request, entry.journaled],
+        "m": [entry.settled, entry.replays],
+        "drops": [list(d) for d in entry.drops],
         "decisions": [
             [slot, d.action, list(serde.dumps_typed(d.result)), d.reason, d.by, d.at]
             for slot, d in sorted(entry.decisions.items())
@@ -196,6 +214,7 @@ def open_entry(
             finished_at=body["finished"],
             diverged_from=body.get("from"),  # absent from records of earlier versions
             hint=body.get("hint"),
+            **_execution_facts(body),
             decisions={
                 int(slot): Decision(action, codec.load_value(*result), reason, by, at)
                 for slot, action, result, reason, by, at in body.get("decisions") or ()
@@ -205,6 +224,30 @@ def open_entry(
         return replace(base, damage=exc.reason)
     except (ValueError, KeyError, TypeError, msgpack.UnpackException) as exc:
         return replace(base, damage=f"undecodable body ({type(exc).__name__})")
+
+
+def _execution_facts(body: dict[str, Any]) -> dict[str, Any]:
+    """The execution facts of a record body (absent from records of earlier versions)."""
+    task_id, run_id, request, journaled = body.get("x") or (None, None, None, False)
+    settled, replays = body.get("m") or (False, 0)
+    drops = tuple(
+        (by, reason, float(at), str(what)) for by, reason, at, what in body.get("drops") or ()
+    )
+    return {
+        "task_id": _text(task_id),
+        "run_id": _text(run_id),
+        "request": _text(request),
+        "journaled": journaled is True,
+        "settled": settled is True,
+        "replays": replays if isinstance(replays, int) else 0,
+        "drops": tuple((_text(by), _text(r), at, what) for by, r, at, what in drops),
+    }
+
+
+def _text(value: Any) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    raise TypeError(f"expected text, got {type(value).__name__}")
 
 
 def _next_slot(entries: Iterable[LedgerEntry]) -> int:

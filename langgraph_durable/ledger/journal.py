@@ -6,23 +6,36 @@ ones. Durable-execution systems journal the model call as well as the tool call;
 module does that with the ledger's own entries (same record, envelope and allowlist).
 
 Owns where a model call is recorded and when its answer is replayed. Rules it keeps:
-  * A model call is recorded at its *place*: its task (as every ledger call) and its
-    order among the task's model calls, at ``MODEL_POSITION`` and up, under the name
-    ``"model"``. Its request is no part of the match: prompts carry timestamps and
-    message ids are fresh on every replay. A replayed call gets the recorded answer
-    whatever its request; one whose request holds another number of messages than the
-    recorded one (the conversation before it is not the recorded one, e.g. state edited
-    at the same step) is logged at WARNING and still gets the recorded answer.
+  * A model call is recorded at its *place*: its task (as every ledger call), the
+    execution recording it (``executions.py``: its request's digest tells a crashed
+    execution whose checkpoint was lost from a new one) and its order among the task's
+    model calls, at ``MODEL_POSITION`` and up, under the name ``"model"``. Within its
+    execution the request is no part of the match: a replayed call gets the recorded
+    answer; one whose request holds another number of messages than the recorded one
+    is logged at WARNING and still gets it.
   * It has no side effects, so it is written once, after the call (no intent). A crash
     during the call leaves nothing and the model is simply asked again; a damaged
     record is asked again too (and quarantined as it is replaced). Never escalated.
+  * Only settled answers are replayed for good. An answer is *settled* once a call made
+    from it was recorded (the intent of a tool call of its AI message, or of a durable
+    call later in its node), in the same write. An unsettled answer is replayed once,
+    to the first attempt after the one that recorded it (a crash right after the
+    answer); if that attempt does not settle it either (its node raised again, or
+    crashed again before acting on it), the next attempt asks the model again and
+    records the new answer in its place. A node re-run by its ``RetryPolicy`` in the
+    same process asks again at once: that attempt raised after the answer. Nothing was
+    done with an unsettled answer, so asking again repeats no effect. An attempt given
+    answers to its interrupts (``Command(resume=...)``) gets it without counting: the
+    attempt before stopped at an ``interrupt()`` after the answer, which a human saw.
+  * An operator may drop a recorded answer (``ToolLedger.drop``): the next attempt asks
+    again; who dropped what and why stays in the record.
   * A call that raises an error records nothing and gives its place back when no later
     call of the task has claimed one, so the answer of a retried call is the one
     replayed. A stream not read to the end records nothing and keeps its place: a
     replay asks again there (and stops reading it again), later calls keep theirs.
-  * A node re-run by a LangGraph ``RetryPolicy`` is a new attempt of its task: it gets
-    the answers its failed try recorded, as after a crash, so calls made from them
-    (``@durable``) do not diverge.
+  * An answer's AI messages get an id if they have none (the same on every replay), and
+    this process remembers which tool calls its answers held, so a tool call knows
+    the answer it was made from (to settle it, and for ``executions.py``).
   * What is stored must load back under the saver's allowlist: a value naming a type
     the allowlist refuses (a structured response of your own class) raises
     ``ConfigurationError`` naming it before anything is written.
@@ -34,31 +47,37 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig
 
 from langgraph_durable.errors import ConfigurationError, RecordDamagedError
 from langgraph_durable.ledger.entries import MODEL_CALL, MODEL_POSITION, RESULT, LedgerEntry
+from langgraph_durable.ledger.executions import Lineage, request_digest
 from langgraph_durable.ledger.running import CallRunner
-from langgraph_durable.ledger.sites import _Site, _TaskContext, call_site
+from langgraph_durable.ledger.sites import _Site, _TaskContext, call_site, facts
 from langgraph_durable.ledger.wiring import MODEL_ADVICE, refuse_sync_on_loop
 from langgraph_durable.ops import Plan
 from langgraph_durable.serde import accepted_types, load
 
 logger = logging.getLogger("langgraph_durable")
+_ANSWERS_KEPT = 10_000  # tool calls (and answers recorded here) remembered per ledger
 
 
 @dataclass
 class ModelCall:
-    """One model call at its place: the recorded answer, if there is one."""
+    """One model call at its place: the recorded answer, if there is one to replay."""
 
     ctx: _TaskContext
-    site: _Site
+    position: int
     messages: int  # how many messages its request holds
+    request: str  # its request's digest (executions.py)
     ledger: Any  # what records it: the ledger, or its view on the task's saver (_bound)
+    site: _Site | None = None  # set once the task's execution is known
     recorded: LedgerEntry | None = None  # its answer is ``recorded.result``
+    previous: LedgerEntry | None = None  # what its place holds that is not replayed
 
 
 class ModelJournal(CallRunner):
@@ -66,62 +85,86 @@ class ModelJournal(CallRunner):
 
     def _model_call(self, config: RunnableConfig, request: Any) -> ModelCall | None:
         """Claim the next model-call place of the running task; None outside a task."""
-        ctx = self._context(config)
+        ledger = self._bound(config)
+        ctx = self._context(config, ledger._keys)
         if ctx is None:
             return None
-        ledger = self._bound(config)
         with ctx.lock:
             position = MODEL_POSITION + ctx.model_calls
             ctx.model_calls += 1
-        site = call_site(
-            ledger._keys, config, ctx, MODEL_CALL, None, tool_call_id=None, position=position
-        )
-        if site is None:
-            return None
-        return ModelCall(ctx, site, _count(request), ledger)
+        return ModelCall(ctx, position, _count(request), request_digest(request), ledger)
 
     def _look_up(self, call: ModelCall) -> Plan[ModelCall]:
-        """Read the task's entries (once per task attempt) and find the recorded answer.
-        The caller holds the task's lock."""
-        ctx, site = call.ctx, call.site
+        """Read the task's entries (once per task attempt) and find the answer to replay,
+        if any (the module's rules). The caller holds the task's lock."""
+        ctx = call.ctx
         if not ctx.loaded:
-            yield from self._load(ctx, site)
+            yield from self._load(ctx, Lineage(request=call.request))
             ctx.loaded = True
+        site = call.site = call_site(
+            self._keys, ctx, MODEL_CALL, None, tool_call_id=None, position=call.position
+        )
         entry = ctx.entries.get(site.field)
-        if entry is not None and entry.state == RESULT:
-            recorded = (entry.args or {}).get("messages")
-            if recorded != call.messages:
-                logger.warning(
-                    "langgraph-durable: thread %r, step %d: the model call recorded at "
-                    "this place had %s request messages, this one has %d; replaying the "
-                    "recorded answer (the journal matches by place)",
+        call.previous = entry
+        if entry is None or entry.state != RESULT:
+            return call
+        now = ctx.place.now
+        if not entry.settled and not now.answering:  # an interrupt after it: it stands
+            if self._raised_here(site, now.task_id, now.attempt) or entry.replays >= 1:
+                logger.info(
+                    "langgraph-durable: thread %r, step %d: the recorded model answer was "
+                    "not acted on by %s; asking the model again",
                     site.thread_id,
                     site.where.step,
-                    recorded,
-                    call.messages,
+                    "the attempt that failed after it" if entry.replays < 1 else "its replay",
                 )
-            call.recorded = entry
+                return call
+            entry = replace(entry, replays=entry.replays + 1)
+            yield from self._write(site.thread_id, [entry])
+        if not entry.settled:
+            ctx.unsettled.append(entry)
+        recorded = (entry.args or {}).get("messages")
+        if recorded != call.messages:
+            logger.warning(
+                "langgraph-durable: thread %r, step %d: the model call recorded at "
+                "this place had %s request messages, this one has %d; replaying the "
+                "recorded answer (the journal matches by place)",
+                site.thread_id,
+                site.where.step,
+                recorded,
+                call.messages,
+            )
+        ctx.entries[site.field] = entry
+        call.recorded = entry
+        self._remember(site.thread_id, entry)
         return call
 
     def _record(self, call: ModelCall, value: Any) -> Plan[None]:
         """Store ``value``, the model's answer, at the call's place (one write)."""
         self._check_loadable(value)
-        site = call.site
+        site, ctx = call.site, call.ctx
+        assert site is not None  # _look_up set it
+        _name_messages(value, site.key)
         now = time.time()
+        previous = call.previous
         entry = LedgerEntry(
             field=site.field,
             **vars(site.where),
             state=RESULT,
             idempotency_key=site.key,
             args={"messages": call.messages},
-            attempts=1,
+            attempts=1 + (previous.attempts if previous is not None else 0),
             result=value,
             started_at=now,
             finished_at=now,
+            request=call.request,
+            drops=previous.drops if previous is not None else (),
+            **facts(ctx),
         )
-        previous = call.ctx.entries.get(site.field)
         yield from self._write(site.thread_id, [entry], replacing=[previous] if previous else [])
-        call.ctx.entries[site.field] = entry
+        ctx.entries[site.field] = entry
+        ctx.unsettled.append(entry)
+        self._remember(site.thread_id, entry, attempt=ctx.place.now.attempt)
 
     def _check_loadable(self, value: Any) -> None:
         serde = self.saver.core.serde
@@ -137,8 +180,38 @@ class ModelJournal(CallRunner):
     def _give_back(self, call: ModelCall) -> None:
         """A call that raised gives its place back if no later call claimed one."""
         with call.ctx.lock:
-            if call.ctx.model_calls == call.site.position - MODEL_POSITION + 1:
+            if call.ctx.model_calls == call.position - MODEL_POSITION + 1:
                 call.ctx.model_calls -= 1
+
+    # -- what this process remembers of the answers it handed out ---------------------
+    def _remember(self, thread_id: str, entry: LedgerEntry, attempt: int | None = None) -> None:
+        """Keep ``entry``'s tool-call ids (a tool call finds the answer it came from) and,
+        for an answer recorded here, the node attempt that recorded it."""
+        with self._contexts_lock:
+            for call_id in _tool_call_ids(entry.result):
+                self._answers[(thread_id, call_id)] = entry
+            if attempt is not None:
+                self._recorded_by[(thread_id, entry.field)] = (entry.task_id, attempt)
+            for kept in (self._answers, self._recorded_by):
+                while len(kept) > _ANSWERS_KEPT:
+                    kept.popitem(last=False)  # type: ignore[attr-defined]
+
+    def _answers_of(self, thread_id: str, call_ids: frozenset[str]) -> list[LedgerEntry]:
+        """The journaled answers, handed out by this process, that held ``call_ids``."""
+        with self._contexts_lock:
+            found = {id(e): e for c in call_ids if (e := self._answers.get((thread_id, c)))}
+        return list(found.values())
+
+    def _raised_here(self, site: _Site, task_id: str, attempt: int) -> bool:
+        """Whether an earlier attempt of this task, in this process, recorded the answer
+        at ``site``: LangGraph runs an attempt again only after one raised."""
+        with self._contexts_lock:
+            recorded = self._recorded_by.get((site.thread_id, site.field))
+        return recorded is not None and recorded[0] == task_id and attempt > recorded[1]
+
+    def _settled(self, thread_id: str, entries: list[LedgerEntry]) -> None:
+        for entry in entries:
+            self._remember(thread_id, entry)
 
     # -- the shells -------------------------------------------------------------------
     def open_model_call(self, config: RunnableConfig, request: Any) -> ModelCall | None:
@@ -180,3 +253,22 @@ def _count(request: Any) -> int:
         return len(request)
     to_messages = getattr(request, "to_messages", None)
     return len(to_messages()) if callable(to_messages) else 1
+
+
+def _answer_messages(value: Any) -> list[Any]:
+    """The AI messages of an answer: a message, or ``create_agent``'s stored response."""
+    if isinstance(value, dict) and isinstance(value.get("result"), list):
+        return [m for m in value["result"] if isinstance(m, AIMessage)]
+    return [value] if isinstance(value, AIMessage) else []
+
+
+def _name_messages(value: Any, key: str) -> None:
+    """Give the answer's AI messages an id if they have none: LangGraph would give each
+    a random one, and a replay must put the same message in the state."""
+    for i, message in enumerate(_answer_messages(value)):
+        if message.id is None:
+            message.id = f"{key}-{i}"
+
+
+def _tool_call_ids(value: Any) -> list[str]:
+    return [str(c["id"]) for m in _answer_messages(value) for c in m.tool_calls if c.get("id")]

@@ -1,8 +1,11 @@
-"""Operators' decisions: the calls waiting for a human, and answering one outside a graph.
+"""Operators' decisions: the calls waiting for a human, answering one outside a graph, and
+dropping a recorded answer.
 
 Owns ``escalations`` (every call waiting for an answer, across threads: thread, tool,
-arguments, idempotency key, age) and ``resolve`` (an operator's answer recorded on the
-call's ledger entry with who, when and why). Rules it keeps:
+arguments, idempotency key, age; and the calls of rolled-back runs whose effect may have
+happened), ``resolve`` (an operator's answer recorded on the call's ledger entry with
+who, when and why) and ``drop`` (a recorded model answer, or an entry of a rolled-back
+run, set aside with who, when and why). Rules it keeps:
   * A call waits when its current escalation was raised and neither LangGraph nor an
     operator has answered it. It is named by its idempotency key, as listed.
   * An answer is checked as ``Command(resume=...)`` would check it (``skip`` needs the
@@ -13,6 +16,10 @@ call's ledger entry with who, when and why). Rules it keeps:
     way: ``resolve`` before the thread runs again, or ``Command(resume=...)``, not both.
   * A write carries no fencing token: while a worker holds the thread's lease the
     decision is refused (``LeaseHeldError``), never written under a running task.
+  * ``drop`` takes a model answer (the journal asks the model again at its place) or an
+    entry of a rolled-back run (it leaves ``escalations``); a tool call of a live run is
+    answered with ``resolve``, never dropped. The entry keeps its result and every drop
+    (who, why, when), also once a new answer is recorded over it.
 """
 
 from __future__ import annotations
@@ -26,7 +33,14 @@ from pydantic import ValidationError
 
 from langgraph_durable.errors import InvalidConfigError
 from langgraph_durable.ledger.divergence import question
-from langgraph_durable.ledger.entries import DIVERGED, INTENT, Decision, LedgerEntry
+from langgraph_durable.ledger.entries import (
+    DIVERGED,
+    DROPPED,
+    INTENT,
+    RESULT,
+    Decision,
+    LedgerEntry,
+)
 from langgraph_durable.ledger.plans import LedgerPlans
 from langgraph_durable.ops import Plan
 
@@ -41,7 +55,7 @@ class Escalation:
     name: str
     args: Any
     idempotency_key: str | None
-    kind: str  # "tool_outcome_unknown" | "tool_call_diverged"
+    kind: str  # "tool_outcome_unknown" | "tool_call_diverged" | "rolled_back"
     age_seconds: float | None  # since the call started
     entry: LedgerEntry
 
@@ -49,10 +63,22 @@ class Escalation:
 def waiting(entry: LedgerEntry) -> bool:
     """Whether ``entry``'s current escalation waits for an answer."""
     return (
-        entry.escalation is not None
+        not entry.rolled_back
+        and entry.escalation is not None
         and entry.state in (INTENT, DIVERGED)
         and entry.escalation not in entry.decisions
     )
+
+
+def rolled_back_unknown(entry: LedgerEntry) -> bool:
+    """Whether ``entry`` is a tool call of a rolled-back run that may have taken effect."""
+    return entry.rolled_back and not entry.model_call and entry.outcome_unknown
+
+
+def _kind(entry: LedgerEntry) -> str:
+    if entry.rolled_back:
+        return "rolled_back"
+    return "tool_call_diverged" if entry.state == DIVERGED else "tool_outcome_unknown"
 
 
 class OperatorPlans(LedgerPlans):
@@ -64,18 +90,16 @@ class OperatorPlans(LedgerPlans):
         now = time.time()
         found = []
         for thread_id in thread_ids:
-            entries, _, _ = yield from self._read(str(thread_id), ("-", "+"))
+            entries = (yield from self._read(str(thread_id), ("-", "+"))).entries
             for entry in entries:
-                if waiting(entry):
+                if waiting(entry) or rolled_back_unknown(entry):
                     found.append(
                         Escalation(
                             thread_id=str(thread_id),
                             name=entry.name,
                             args=entry.args,
                             idempotency_key=entry.idempotency_key,
-                            kind="tool_call_diverged"
-                            if entry.state == DIVERGED
-                            else "tool_outcome_unknown",
+                            kind=_kind(entry),
                             age_seconds=now - entry.started_at if entry.started_at else None,
                             entry=entry,
                         )
@@ -93,7 +117,7 @@ class OperatorPlans(LedgerPlans):
     ) -> Plan[LedgerEntry]:
         if action not in ACTIONS:
             raise InvalidConfigError(f"action must be one of {ACTIONS}, got {action!r}")
-        entries, _, _ = yield from self._read(thread_id, ("-", "+"))
+        entries = (yield from self._read(thread_id, ("-", "+"))).entries
         matches = [e for e in entries if e.idempotency_key == idempotency_key and waiting(e)]
         if not matches:
             raise InvalidConfigError(
@@ -113,3 +137,32 @@ class OperatorPlans(LedgerPlans):
         decided = replace(entry, decisions={**entry.decisions, slot: decision})
         yield from self._write(thread_id, [decided], replacing=[entry])
         return decided
+
+    def _drop(
+        self, thread_id: str, idempotency_key: str, reason: str, by: str | None
+    ) -> Plan[LedgerEntry]:
+        if not reason:
+            raise InvalidConfigError("dropping a recorded entry needs a reason")
+        entries = (yield from self._read(thread_id, ("-", "+"))).entries
+        matches = [e for e in entries if e.idempotency_key == idempotency_key]
+        if not matches:
+            raise InvalidConfigError(
+                f"thread {thread_id!r} has no ledger entry with idempotency key "
+                f"{idempotency_key!r} (`langgraph-durable ledger THREAD` lists them)"
+            )
+        entry = matches[0]
+        if entry.state == DROPPED:
+            raise InvalidConfigError(f"entry {idempotency_key!r} is dropped already")
+        if not (entry.rolled_back or (entry.model_call and entry.state == RESULT)):
+            raise InvalidConfigError(
+                f"entry {idempotency_key!r} is a tool call of a run that was not rolled "
+                "back: answer it with resolve, a recorded tool call is never dropped"
+            )
+        what = "answer" if entry.model_call else entry.state
+        dropped = replace(
+            entry,
+            state=DROPPED,
+            drops=(*entry.drops, (by, reason, time.time(), what)),
+        )
+        yield from self._write(thread_id, [dropped], replacing=[entry])
+        return dropped

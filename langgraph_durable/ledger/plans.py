@@ -50,6 +50,8 @@ from langgraph_durable.ledger.entries import (
     open_entry,
     seal_entry,
 )
+from langgraph_durable.ledger.executions import Lineage, choose, executions, new_name
+from langgraph_durable.ledger.rollback import voided_runs
 from langgraph_durable.ledger.sites import (
     _FALLBACK_POSITION,
     _call_at,
@@ -57,12 +59,24 @@ from langgraph_durable.ledger.sites import (
     _idempotency_key,
     _Site,
     _TaskContext,
+    call_site,
+    facts,
     ordered_positions,
-    sibling_site,
 )
 from langgraph_durable.ops import Plan, Script
 
 logger = logging.getLogger("langgraph_durable")
+
+
+@dataclass
+class _Read:
+    """What one ledger read found (``LedgerPlans._read``)."""
+
+    entries: list[LedgerEntry]
+    damaged: bool  # a ledger key was ever moved aside: entries may be missing
+    unindexed: list[bytes]
+    saved: set[str]  # starting checkpoints of the place's executions still saved
+    voided: set[str]  # runs rolled back
 
 
 @dataclass
@@ -93,14 +107,17 @@ class LedgerPlans:
         return self.saver.core.keys  # type: ignore[no-any-return]
 
     def _read(
-        self, thread_id: str, bounds: tuple[str, str], prefix: str = ""
-    ) -> Plan[tuple[list[LedgerEntry], bool, list[bytes]]]:
+        self, thread_id: str, bounds: tuple[str, str], prefix: str = "", start_member: str = ""
+    ) -> Plan[_Read]:
         """Entries within ``bounds`` (whose fields start with ``prefix``), also those whose
         index member was lost; whether the ledger was ever damaged; the fields of those
-        the index lost (``_load`` re-indexes them)."""
+        the index lost (``_load`` re-indexes them). With ``start_member`` (one task's
+        read), also which executions' starting checkpoints are saved, and the runs rolled
+        back (executions.py)."""
         tk = self._keys.thread(thread_id)
-        wrongtype, damaged, flat, unindexed = yield Script(
-            "ledger_read", tk.with_twins(), [*bounds, "", prefix]
+        void_min, void_max = self._keys.ledger_void_range()
+        wrongtype, damaged, flat, unindexed, saved, voids = yield Script(
+            "ledger_read", tk.with_twins(), [*bounds, "", prefix, start_member, void_min, void_max]
         )
         if wrongtype:
             logger.error(
@@ -110,6 +127,9 @@ class LedgerPlans:
             )
         entries = []
         for i in range(0, len(flat), 2):
+            if self._keys.ledger_void_run(flat[i]) is not None:
+                voids += flat[i : i + 2]  # a whole-ledger read holds them among the entries
+                continue
             try:
                 entries.append(open_entry(self.saver.core, thread_id, flat[i], flat[i + 1] or None))
             except (ValueError, UnicodeDecodeError):  # not a field we wrote
@@ -122,7 +142,10 @@ class LedgerPlans:
                 len(unindexed),
             )
             entries.sort(key=lambda e: e.field)  # in index order, as if nothing was lost
-        return entries, bool(damaged), list(unindexed)
+        voided = voided_runs(self.saver.core, thread_id, voids)
+        if voided:
+            entries = [replace(e, rolled_back=e.run_id in voided) for e in entries]
+        return _Read(entries, bool(damaged), list(unindexed), {_text(s) for s in saved}, voided)
 
     def _write(
         self,
@@ -134,7 +157,10 @@ class LedgerPlans:
         tk = self._keys.thread(thread_id)
         damaged = {e.field: e.damage for e in replacing if e.state == DAMAGED}
         args: list[Any] = [self.saver.core.ttl_arg, held_token(self._keys.prefix, thread_id)]
+        run_ids: set[str] = set()
         for entry in entries:
+            if entry.run_id:
+                run_ids.add(entry.run_id)
             reason = damaged.get(entry.field) or ""
             args += [
                 entry.field,
@@ -143,34 +169,46 @@ class LedgerPlans:
                 reason,
             ]
         core = self.saver.core
+        # A run that recorded calls is in the run index, so a rollback finds the thread
+        # even if the run saved no checkpoint there (rollback.py).
+        ahead = tuple(c for r in sorted(run_ids) for c in core.run_index.ahead(r, thread_id))
         _, acked = yield from core.write_round_trip(
-            [Script("ledger_write", tk.with_twins(), args)], raising=True
+            [Script("ledger_write", tk.with_twins(), args)], raising=True, ahead=ahead
         )
         core.replicated(tk, acked)
 
-    def _load(self, ctx: _TaskContext, site: _Site) -> Plan[None]:
-        entries, damaged, unindexed = yield from self._read(
-            site.thread_id, self._keys.ledger_task_range(site.task_prefix), site.task_prefix
+    def _load(self, ctx: _TaskContext, lineage: Lineage) -> Plan[None]:
+        """Read the task's entries (one round trip), decide which execution the task
+        attempt belongs to (executions.py) and keep that execution's entries."""
+        place = ctx.place
+        read = yield from self._read(
+            place.thread_id,
+            self._keys.ledger_task_range(place.prefix),
+            place.prefix,
+            place.start_member,
         )
-        if unindexed:  # put the index back together (an empty record re-indexes a field)
-            token = held_token(self._keys.prefix, site.thread_id)
+        if read.unindexed:  # put the index back together (an empty record re-indexes a field)
+            token = held_token(self._keys.prefix, place.thread_id)
             args: list[Any] = [self.saver.core.ttl_arg, token]
-            args += [x for field in unindexed for x in (field, "", "", "")]
-            yield Script("ledger_write", self._keys.thread(site.thread_id).with_twins(), args)
-        ctx.entries = {e.field: e for e in entries}
-        ctx.ledger_damaged = damaged
-        for e in entries:
+            args += [x for field in read.unindexed for x in (field, "", "", "")]
+            yield Script("ledger_write", self._keys.thread(place.thread_id).with_twins(), args)
+        found = executions(read.entries, read.voided)
+        chosen = choose(found, place.now, read.saved, lineage)
+        ctx.execution = chosen.name if chosen is not None else new_name(found, place.now)
+        ctx.entries = {e.field: e for e in read.entries if e.execution == ctx.execution}
+        ctx.ledger_damaged = read.damaged
+        for e in ctx.entries.values():
             if e.damage:
                 logger.error(
                     "langgraph-durable: ledger entry %r of thread %r is damaged (%s); its "
                     "outcome is treated as unknown",
                     e.field,
-                    site.thread_id,
+                    place.thread_id,
                     e.damage,
                 )
 
     def _prepare_parallel(
-        self, ctx: _TaskContext, site: _Site, message_calls: list[dict[str, Any]]
+        self, ctx: _TaskContext, message_calls: list[dict[str, Any]], lineage: Lineage
     ) -> Plan[list[tuple[int, LedgerEntry]]]:
         """Load a tool task's entries and number every question to ask a human: unknown
         outcomes whose policy escalates, and calls that diverged from the recorded ones.
@@ -180,10 +218,18 @@ class LedgerPlans:
         are numbered once, persisted before any is raised, and always raised in that
         order by one caller (``_ask``), on every replay of the task.
         """
-        yield from self._load(ctx, site)
+        yield from self._load(ctx, lineage)
+        thread_id = ctx.place.thread_id
         entries = ctx.entries
         ordered = [
-            sibling_site(self._keys, site, i, message_calls[i])
+            call_site(
+                self._keys,
+                ctx,
+                message_calls[i]["name"],
+                message_calls[i].get("args", {}),
+                tool_call_id=message_calls[i].get("id"),
+                position=i,
+            )
             for i in ordered_positions(message_calls)
         ]
         diverged = []
@@ -211,14 +257,14 @@ class LedgerPlans:
             fresh = [
                 self._as_intent(
                     e,
-                    site.thread_id,
+                    thread_id,
                     escalation=first + i,
                     escalations=(*e.escalations, first + i),
                     call=_call_at(message_calls, e),
                 )
                 for i, e in enumerate(fresh)
             ]
-            yield from self._write(site.thread_id, fresh, replacing=entries.values())
+            yield from self._write(thread_id, fresh, replacing=entries.values())
             entries.update({e.field: e for e in fresh})
         slots = {slot: e for e in entries.values() for slot in e.escalations}
         return sorted(slots.items())
@@ -321,9 +367,18 @@ class LedgerPlans:
             started_at=time.time(),
             diverged_from=entry.diverged_from if entry is not None else None,
             hint=hint,
+            **facts(ctx),
         )
-        yield from self._write(site.thread_id, [intent], replacing=[entry] if entry else [])
+        # The answers this call was made from are settled by its intent (journal.py).
+        settled, ctx.unsettled = [replace(e, settled=True) for e in ctx.unsettled], []
+        yield from self._write(
+            site.thread_id, [intent, *settled], replacing=[entry] if entry else []
+        )
+        self._settled(site.thread_id, settled)
         return _Decision(replay=False, key=key, entry=intent)
+
+    def _settled(self, thread_id: str, entries: list[LedgerEntry]) -> None:
+        """Hook: ``entries`` (model answers) were just recorded as settled."""
 
     def _settle_divergence(
         self, ctx: _TaskContext, site: _Site, entry: LedgerEntry
@@ -376,6 +431,10 @@ class LedgerPlans:
             idempotency_key=key,
             reason=reason,
         )
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
 
 
 def _replaced(entry: LedgerEntry, message_calls: list[dict[str, Any]]) -> bool:

@@ -15,7 +15,7 @@ from langgraph_durable.ops import Plan, Script
 
 def forget_replayed(keys: KeySchema, tk: ThreadKeys, ttl_arg: int, oldest_step: int) -> Plan[None]:
     """Delete the ledger entries of top-level tasks at or before ``oldest_step``."""
-    _, _, flat, _ = yield Script("ledger_read", tk.with_twins(), ["-", "+", "fields", ""])
+    _, _, flat, *_ = yield Script("ledger_read", tk.with_twins(), ["-", "+", "fields", ""])
     stale = []
     for raw in flat:
         try:

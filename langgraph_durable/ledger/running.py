@@ -23,10 +23,11 @@ from langgraph.types import interrupt
 from pydantic import ValidationError
 
 from langgraph_durable.errors import ConfigurationError
+from langgraph_durable.keys import KeySchema
 from langgraph_durable.ledger.divergence import question
 from langgraph_durable.ledger.entries import ERROR, INTERRUPTED, RESULT, LedgerEntry, _describe
 from langgraph_durable.ledger.plans import LedgerPlans, _Decision
-from langgraph_durable.ledger.sites import _current_key, _Site, _TaskContext
+from langgraph_durable.ledger.sites import _current_key, _Site, _TaskContext, task_place
 from langgraph_durable.ledger.wiring import check_recordable, durable_saver, run_saver
 
 logger = logging.getLogger("langgraph_durable")
@@ -49,6 +50,10 @@ class CallRunner(LedgerPlans):
         self._saver = durable_saver(saver)
         self._contexts: OrderedDict[int, _TaskContext] = OrderedDict()
         self._contexts_lock = threading.Lock()
+        # What this process knows of the model answers it handed out (journal.py):
+        # (thread, tool-call id) -> answer; (thread, field) -> (task id, node attempt).
+        self._answers: OrderedDict[tuple[str, str], LedgerEntry] = OrderedDict()
+        self._recorded_by: OrderedDict[tuple[str, str], tuple[str | None, int]] = OrderedDict()
         self._warned_outside = False
 
     @property
@@ -76,14 +81,12 @@ class CallRunner(LedgerPlans):
         view._saver = run_saver(config)
         return view
 
-    def _ask(
-        self, ctx: _TaskContext, site: _Site, escalations: list[tuple[int, LedgerEntry]]
-    ) -> None:
+    def _ask(self, ctx: _TaskContext, escalations: list[tuple[int, LedgerEntry]]) -> None:
         """Raise every escalation's ``interrupt()`` in its number's order; keep the answers
         that apply to current attempts, or the interrupt (or invalid answer) that stops
         the task, for every call."""
         for slot, entry in escalations:
-            value, schema = question(site.thread_id, slot, entry, ctx.entries)
+            value, schema = question(ctx.place.thread_id, slot, entry, ctx.entries)
             decided = entry.decisions.get(slot)
             if decided is not None:
                 # An operator answered it (resolve): its interrupt() is never raised, on
@@ -99,14 +102,19 @@ class CallRunner(LedgerPlans):
             if slot == entry.escalation:
                 ctx.answers[entry.field] = answer
 
-    def _context(self, config: RunnableConfig) -> _TaskContext | None:
+    def _context(self, config: RunnableConfig, keys: KeySchema) -> _TaskContext | None:
+        """The context of the task attempt whose config this is; None outside a
+        checkpointed graph task (its calls run unrecorded)."""
         scratchpad = config.get("configurable", {}).get(_SCRATCHPAD)
         if scratchpad is None:
             return None
         with self._contexts_lock:
             ctx = self._contexts.get(id(scratchpad))
             if ctx is None or ctx.scratchpad is not scratchpad:
-                ctx = _TaskContext(scratchpad)
+                place = task_place(keys, config)
+                if place is None:
+                    return None
+                ctx = _TaskContext(scratchpad, place)
                 self._contexts[id(scratchpad)] = ctx
                 while len(self._contexts) > _CONTEXTS_KEPT:
                     self._contexts.popitem(last=False)

@@ -1,14 +1,16 @@
 """Where a call is recorded: its site (ledger field), its task attempt, its idempotency key.
 
 Owns the call's address in the ledger (``keys.py`` spells the field): checkpoint
-namespace without the running task's own id, superstep, task (node and path), position
-(its index in the AI message, or its order among a node's durable calls), tool name and
-a hash of the canonical arguments. Rules it keeps:
-  * Every part is stable when a task is replayed, also when ``durability="async"`` lost
-    the checkpoint the task started from; the provider's ``tool_call_id`` is no part of
-    it (providers reuse ids such as ``call_0``).
+namespace without the running task's own id, superstep, task (node and path) (its
+*place*), the execution that recorded it (``executions.py``), position (its index in
+the AI message, or its order among a node's durable calls), tool name and a hash of the
+canonical arguments. Rules it keeps:
+  * Every part is stable when the same execution resumes, also when
+    ``durability="async"`` lost the checkpoint the task started from; the provider's
+    ``tool_call_id`` is no part of it (providers reuse ids such as ``call_0``).
   * The idempotency key is a hash of thread and field: the same for a call across
-    crashes, replays and retries, different for every new call.
+    crashes, replays and retries, different for every new call (another execution's
+    call at the same place is a new call).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from pydantic import BaseModel
 
 from langgraph_durable.keys import KeySchema, LedgerField
 from langgraph_durable.ledger.entries import DivergenceAnswer, EscalationAnswer, LedgerEntry
+from langgraph_durable.ledger.executions import Now, now_of
 
 _NS_SEP, _NS_END = "|", ":"
 _FALLBACK_POSITION = 1_000_000  # positions of calls not found in an AI message start here
@@ -42,6 +45,20 @@ def idempotency_key() -> str | None:
     call. Hand it to external APIs that deduplicate (payments, e-mail, tickets).
     """
     return _current_key.get()
+
+
+@dataclass(frozen=True)
+class _Place:
+    """Where a task's calls are recorded: its thread, namespace, step and task, and the
+    facts of its execution (executions.py)."""
+
+    thread_id: str
+    checkpoint_ns: str
+    step: int
+    task: str
+    prefix: str  # every ledger field of the task starts with it
+    start_member: str  # checkpoint members of the namespace it started in begin so
+    now: Now
 
 
 @dataclass(frozen=True)
@@ -67,14 +84,16 @@ class _Site:
 
 
 class _TaskContext:
-    """What the calls of one task attempt share: one read of the task's entries, the
-    answers to its escalations, and the order of its calls."""
+    """What the calls of one task attempt share: one read of the task's entries (those of
+    the execution it belongs to), the answers to its escalations, and its calls' order."""
 
-    def __init__(self, scratchpad: object) -> None:
+    def __init__(self, scratchpad: object, place: _Place) -> None:
         self.scratchpad = scratchpad  # held, so its id() is not reused while we are
+        self.place = place
         self.lock = threading.Lock()
         self.alock = asyncio.Lock()  # binds to a loop on first use
         self.loaded = False
+        self.execution = ""  # decided by the load (executions.py)
         self.entries: dict[str, LedgerEntry] = {}
         self.ledger_damaged = False
         self.answers: dict[str, EscalationAnswer | DivergenceAnswer] = {}
@@ -82,19 +101,12 @@ class _TaskContext:
         self.positions = 0
         self.model_calls = 0  # model calls claimed so far (journal.py)
         self.claimed: dict[tuple[str, str, str], int] = {}
+        self.unsettled: list[LedgerEntry] = []  # model answers the next intent settles
 
 
-def call_site(
-    keys: KeySchema,
-    config: RunnableConfig,
-    ctx: _TaskContext,
-    name: str,
-    args: Any,
-    *,
-    tool_call_id: str | None,
-    position: int | None,
-) -> _Site | None:
-    """Where this call is recorded, or None outside a checkpointed graph task."""
+def task_place(keys: KeySchema, config: RunnableConfig) -> _Place | None:
+    """Where the calls of the task whose config this is are recorded, or None outside a
+    checkpointed graph task."""
     conf = config.get("configurable", {})
     meta = config.get("metadata", {})
     thread_id = conf.get("thread_id")
@@ -107,7 +119,29 @@ def call_site(
         default=str,
         separators=(",", ":"),
     )
-    prefix = keys.ledger_task(ns, int(step), task)
+    now = now_of(config)
+    return _Place(
+        thread_id=str(thread_id),
+        checkpoint_ns=ns,
+        step=int(step),
+        task=task,
+        prefix=keys.ledger_task(ns, int(step), task),
+        start_member=keys.checkpoint_member(now.start_ns, ""),
+        now=now,
+    )
+
+
+def call_site(
+    keys: KeySchema,
+    ctx: _TaskContext,
+    name: str,
+    args: Any,
+    *,
+    tool_call_id: str | None,
+    position: int | None,
+) -> _Site:
+    """Where this call of the task attempt ``ctx`` is recorded (its execution decided)."""
+    place = ctx.place
     args, args_hash = _canonical_args(args)
     ordered = position is not None
     if position is None:
@@ -115,34 +149,26 @@ def call_site(
             claim = (str(tool_call_id), name, args_hash)
             position = _FALLBACK_POSITION + ctx.claimed.get(claim, 0)
             ctx.claimed[claim] = ctx.claimed.get(claim, 0) + 1
-    field = keys.ledger_field(prefix, position, name, args_hash)
+    field = keys.ledger_field(place.prefix, ctx.execution, position, name, args_hash)
+    where = LedgerField(
+        place.checkpoint_ns, place.step, place.task, position, name, args_hash, ctx.execution
+    )
     return _Site(
-        thread_id=str(thread_id),
-        where=LedgerField(ns, int(step), task, position, name, args_hash),
-        task_prefix=prefix,
+        thread_id=place.thread_id,
+        where=where,
+        task_prefix=place.prefix,
         field=field,
         ordered=ordered,
         args=args,
-        key=_idempotency_key(str(thread_id), field),
+        key=_idempotency_key(place.thread_id, field),
         tool_call_id=tool_call_id,
     )
 
 
-def sibling_site(keys: KeySchema, site: _Site, position: int, call: Mapping[str, Any]) -> _Site:
-    """Where another call of ``site``'s AI message, at ``position``, is recorded."""
-    args, args_hash = _canonical_args(call.get("args", {}))
-    w = site.where
-    field = keys.ledger_field(site.task_prefix, position, call["name"], args_hash)
-    return _Site(
-        thread_id=site.thread_id,
-        where=LedgerField(w.checkpoint_ns, w.step, w.task, position, call["name"], args_hash),
-        task_prefix=site.task_prefix,
-        field=field,
-        ordered=True,
-        args=args,
-        key=_idempotency_key(site.thread_id, field),
-        tool_call_id=call.get("id"),
-    )
+def facts(ctx: _TaskContext) -> dict[str, Any]:
+    """The execution facts every entry of the task attempt ``ctx`` records."""
+    now = ctx.place.now
+    return {"task_id": now.task_id or None, "run_id": now.run_id}
 
 
 def ordered_positions(calls: list[dict[str, Any]]) -> list[int]:
@@ -194,7 +220,8 @@ def _position_in_message(
     state: Any, call: Mapping[str, Any]
 ) -> tuple[int | None, list[dict[str, Any]]]:
     """The call's index in the newest AI message that holds it (if exactly one of its
-    calls matches; identical duplicates fall back to the claim order), and its calls."""
+    calls matches; identical duplicates fall back to the claim order), and its calls
+    (empty if no AI message holds it)."""
     for message in reversed(_messages_of(state)):
         if not isinstance(message, AIMessage) or not message.tool_calls:
             continue

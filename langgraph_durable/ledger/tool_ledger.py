@@ -32,16 +32,32 @@ ToolNode wrappers.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from langgraph_durable.errors import ConfigurationError
 from langgraph_durable.ledger.durable import DurableCalls
 from langgraph_durable.ledger.entries import Divergence, LedgerEntry, Policy
+from langgraph_durable.ledger.executions import Lineage
 from langgraph_durable.ledger.journal import ModelJournal
 from langgraph_durable.ledger.operators import Escalation, OperatorPlans
 from langgraph_durable.ledger.policies import check_divergence, check_policies, hinted_policy
 from langgraph_durable.ledger.sites import _position_in_message, _Site, _TaskContext, call_site
 from langgraph_durable.ledger.wiring import refuse_sync_on_loop
+
+
+@dataclass(frozen=True)
+class _ToolCall:
+    """One ToolNode call: its task attempt, where it sits in its AI message, its policy."""
+
+    ledger: ToolLedger  # the ledger recording it (``_bound``)
+    ctx: _TaskContext
+    call: dict[str, Any]
+    position: int | None
+    message_calls: list[dict[str, Any]]
+    policy: Policy
+    lineage: Lineage
+    answers: list[LedgerEntry]  # the journaled answers its AI message came from
 
 
 class ToolLedger(DurableCalls, ModelJournal, OperatorPlans):
@@ -118,11 +134,9 @@ class ToolLedger(DurableCalls, ModelJournal, OperatorPlans):
             **kwargs,
         )
 
-    def _tool_site(
-        self, request: Any
-    ) -> tuple[ToolLedger, _TaskContext, _Site, list[dict[str, Any]], Policy] | None:
-        """Where this tool call is recorded and the ledger (``_bound``) recording it, or
-        None for a call that runs unrecorded."""
+    def _tool_call(self, request: Any) -> _ToolCall | None:
+        """The task attempt this tool call belongs to and the ledger (``_bound``)
+        recording it, or None for a call that runs unrecorded."""
         call = request.tool_call
         tool = getattr(request, "tool", None)
         policy = self.policy(call["name"], tool)
@@ -132,57 +146,71 @@ class ToolLedger(DurableCalls, ModelJournal, OperatorPlans):
         config = getattr(runtime, "config", None)
         if config is None:
             return self._outside()
-        ctx = self._context(config)
+        ledger = self._bound(config)
+        ctx = self._context(config, ledger._keys)
         if ctx is None:
             return self._outside()
-        ledger = self._bound(config)
         position, message_calls = _position_in_message(request.state, call)
-        site = call_site(
-            ledger._keys,
-            config,
-            ctx,
-            call["name"],
-            call.get("args", {}),
-            tool_call_id=call.get("id"),
-            position=position,
+        call_ids = frozenset(str(c["id"]) for c in message_calls if c.get("id"))
+        answers = self._answers_of(ctx.place.thread_id, call_ids)
+        lineage = Lineage(call_ids=call_ids, journaled=bool(answers))
+        return _ToolCall(ledger, ctx, call, position, message_calls, policy, lineage, answers)
+
+    def _tool_site(self, found: _ToolCall) -> _Site:
+        """Where the call is recorded, once its task's execution is known."""
+        return call_site(
+            found.ledger._keys,
+            found.ctx,
+            found.call["name"],
+            found.call.get("args", {}),
+            tool_call_id=found.call.get("id"),
+            position=found.position,
         )
-        if site is None:
-            return self._outside()
-        return ledger, ctx, site, message_calls, policy
+
+    def _loaded(self, found: _ToolCall, escalations: list[Any]) -> None:
+        """After the task's load: ask its questions; its first intent settles the
+        journaled answers its AI message came from (journal.py)."""
+        ctx = found.ctx
+        ctx.unsettled = [e for e in found.answers if not e.settled and e.execution]
+        found.ledger._ask(ctx, escalations)
 
     def wrap_tool_call(self, request: Any, execute: Callable[[Any], Any]) -> Any:
         """``ToolNode(wrap_tool_call=...)``: replay a recorded result or record this call."""
-        found = self._tool_site(request)
+        found = self._tool_call(request)
         if found is None:
             return execute(request)
-        ledger, ctx, site, message_calls, policy = found
+        ledger, ctx = found.ledger, found.ctx
         refuse_sync_on_loop(ledger.saver)
         with ctx.lock:
             if not ctx.loaded:
-                escalations = ledger.saver.drive(ledger._prepare_parallel(ctx, site, message_calls))
+                escalations = ledger.saver.drive(
+                    ledger._prepare_parallel(ctx, found.message_calls, found.lineage)
+                )
                 ctx.loaded = True
-                ledger._ask(ctx, site, escalations)
+                self._loaded(found, escalations)
+        site = self._tool_site(found)
         hint = self._hint(getattr(request, "tool", None))
-        decision = ledger.saver.drive(ledger._begin(ctx, site, policy, hint))
+        decision = ledger.saver.drive(ledger._begin(ctx, site, found.policy, hint))
         if decision.replay:
             return decision.value
         return ledger._run_sync(site, decision, lambda: execute(request))
 
     async def awrap_tool_call(self, request: Any, execute: Callable[[Any], Awaitable[Any]]) -> Any:
         """``ToolNode(awrap_tool_call=...)``: the async twin of ``wrap_tool_call``."""
-        found = self._tool_site(request)
+        found = self._tool_call(request)
         if found is None:
             return await execute(request)
-        ledger, ctx, site, message_calls, policy = found
+        ledger, ctx = found.ledger, found.ctx
         async with ctx.alock:
             if not ctx.loaded:
                 escalations = await ledger.saver.adrive(
-                    ledger._prepare_parallel(ctx, site, message_calls)
+                    ledger._prepare_parallel(ctx, found.message_calls, found.lineage)
                 )
                 ctx.loaded = True
-                ledger._ask(ctx, site, escalations)
+                self._loaded(found, escalations)
+        site = self._tool_site(found)
         hint = self._hint(getattr(request, "tool", None))
-        decision = await ledger.saver.adrive(ledger._begin(ctx, site, policy, hint))
+        decision = await ledger.saver.adrive(ledger._begin(ctx, site, found.policy, hint))
         if decision.replay:
             return decision.value
         return await ledger._run_async(site, decision, lambda: execute(request))
@@ -190,13 +218,13 @@ class ToolLedger(DurableCalls, ModelJournal, OperatorPlans):
     # -- inspection -----------------------------------------------------------------
     def entries(self, thread_id: str) -> list[LedgerEntry]:
         """Every ledger entry of a thread, in task and position order (damaged ones too)."""
-        entries, _, _ = self.saver.drive(self._read(str(thread_id), ("-", "+")))
-        return entries
+        read = self.saver.drive(self._read(str(thread_id), ("-", "+")))
+        return read.entries  # type: ignore[no-any-return]
 
     async def aentries(self, thread_id: str) -> list[LedgerEntry]:
         """``entries`` for async code."""
-        entries, _, _ = await self.saver.adrive(self._read(str(thread_id), ("-", "+")))
-        return entries
+        read = await self.saver.adrive(self._read(str(thread_id), ("-", "+")))
+        return read.entries  # type: ignore[no-any-return]
 
     # -- operators ------------------------------------------------------------------
     def escalations(self, thread_ids: Sequence[str] | None = None) -> list[Escalation]:
@@ -244,6 +272,30 @@ class ToolLedger(DurableCalls, ModelJournal, OperatorPlans):
     ) -> LedgerEntry:
         """``resolve`` for async code."""
         plan = self._resolve(str(thread_id), idempotency_key, action, result, reason, by)
+        return await self.saver.adrive(plan)  # type: ignore[no-any-return]
+
+    def drop(
+        self, thread_id: str, idempotency_key: str, *, reason: str, by: str | None = None
+    ) -> LedgerEntry:
+        """Set a recorded model answer aside: the next attempt at its place asks the model
+        again (a bad answer a resume would replay). Also takes an entry of a rolled-back
+        run, which then leaves ``escalations``. Recorded with ``reason``, ``by`` and the
+        time; the entry keeps its result. Returns the updated entry.
+
+        Raises:
+            InvalidConfigError: no entry of ``thread_id`` has that key, it is a tool call
+                of a run that was not rolled back (``resolve`` answers those), it was
+                dropped already, or ``reason`` is empty.
+            LeaseHeldError: a worker holds the thread (it may be replaying the answer).
+        """
+        plan = self._drop(str(thread_id), idempotency_key, reason, by)
+        return self.saver.drive(plan)  # type: ignore[no-any-return]
+
+    async def adrop(
+        self, thread_id: str, idempotency_key: str, *, reason: str, by: str | None = None
+    ) -> LedgerEntry:
+        """``drop`` for async code."""
+        plan = self._drop(str(thread_id), idempotency_key, reason, by)
         return await self.saver.adrive(plan)  # type: ignore[no-any-return]
 
     def middleware(self, *, journal_models: bool = True) -> Any:

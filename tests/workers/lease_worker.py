@@ -71,8 +71,8 @@ class MeetingLedger(ToolLedger):
         super().__init__(saver, **options)
         self._meet, self._peers, self._rounds, self._met = meet, peers, rounds, 0
 
-    def _load(self, ctx: Any, site: Any) -> Any:
-        yield from super()._load(ctx, site)
+    def _load(self, ctx: Any, lineage: Any) -> Any:
+        yield from super()._load(ctx, lineage)
         if self._met < self._rounds:
             here = os.path.join(self._meet, f"step{self._met}")
             self._met += 1
