@@ -491,6 +491,37 @@ def test_an_answer_a_human_is_asked_about_twice_stands(saver: RedisSaver) -> Non
     assert out["messages"][-1].content.endswith(": yes sure")
 
 
+def test_an_answer_that_fails_after_a_human_saw_it_is_asked_again_in_the_end(
+    saver: RedisSaver,
+) -> None:
+    """Each interrupt answered earns the answer one replay; past those it is asked again,
+    so a bad answer a human approved does not wedge the thread."""
+    model = EchoModel()
+    journaled = ToolLedger(saver).model(model)
+
+    def node(state: AgentState) -> dict[str, Any]:
+        answer = journaled.invoke(state["messages"])
+        interrupt(f"send {answer.content}?")
+        if "(call 1)" in answer.content:
+            raise ValueError("the provider refused it")
+        return {"messages": [answer]}
+
+    builder = StateGraph(AgentState)
+    builder.add_node("agent", node)
+    builder.add_edge(START, "agent")
+    graph = builder.compile(checkpointer=saver)
+    graph.invoke(QUESTION, thread())
+    failures = 0
+    for payload in (Command(resume="yes"), None, None, None):
+        try:
+            out = graph.invoke(payload, thread())
+            break
+        except ValueError:
+            failures += 1
+    assert failures == 2 and model.calls == 2
+    assert "(call 2)" in out["messages"][-1].content
+
+
 def test_a_retried_node_asks_again_and_its_answer_is_settled_by_a_call(
     saver: RedisSaver, tmp_path: Any
 ) -> None:

@@ -82,7 +82,7 @@ class Now:
     run_id: str | None
     forked: bool  # its run travelled back in time (a fork, a regenerate)
     attempt: int  # LangGraph's node attempt: > 1 when a RetryPolicy runs it again
-    answering: bool = False  # it is given answers to its interrupts (Command(resume=...))
+    answered: int = 0  # answers it is given to its interrupts (Command(resume=...))
 
 
 def now_of(config: RunnableConfig) -> Now:
@@ -95,10 +95,11 @@ def now_of(config: RunnableConfig) -> Now:
     info = getattr(conf.get(_RUNTIME), "execution_info", None)
     attempt = getattr(info, "node_attempt", None)
     scratchpad = conf.get(_SCRATCHPAD)
-    null_resume = getattr(scratchpad, "get_null_resume", None)
-    answering = bool(getattr(scratchpad, "resume", None)) or (
-        callable(null_resume) and null_resume(False) is not None
-    )
+    resume = getattr(scratchpad, "resume", None)
+    null_resume = getattr(scratchpad, "get_null_resume", None)  # False: nothing consumed
+    answered = len(resume) if isinstance(resume, list) else 0
+    if answered == 0 and callable(null_resume) and null_resume(False) is not None:
+        answered = 1
     return Now(
         start=str(start or ""),
         start_ns=start_ns,
@@ -106,7 +107,7 @@ def now_of(config: RunnableConfig) -> Now:
         run_id=str(run_id) if run_id else None,
         forked=conf.get(_REPLAY_STATE) is not None,
         attempt=attempt if isinstance(attempt, int) else 1,
-        answering=answering,
+        answered=answered,
     )
 
 

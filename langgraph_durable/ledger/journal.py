@@ -24,9 +24,10 @@ Owns where a model call is recorded and when its answer is replayed. Rules it ke
     crashed again before acting on it), the next attempt asks the model again and
     records the new answer in its place. A node re-run by its ``RetryPolicy`` in the
     same process asks again at once: that attempt raised after the answer. Nothing was
-    done with an unsettled answer, so asking again repeats no effect. An attempt given
-    answers to its interrupts (``Command(resume=...)``) gets it without counting: the
-    attempt before stopped at an ``interrupt()`` after the answer, which a human saw.
+    done with an unsettled answer, so asking again repeats no effect. An attempt given N
+    answers to its node's interrupts (``Command(resume=...)``) may replay it N more times:
+    the attempts before stopped at an ``interrupt()`` after the answer (a human saw it),
+    not at an error.
   * An operator may drop a recorded answer (``ToolLedger.drop``): the next attempt asks
     again; who dropped what and why stays in the record.
   * A call that raises an error records nothing and gives its place back when no later
@@ -109,14 +110,16 @@ class ModelJournal(CallRunner):
         if entry is None or entry.state != RESULT:
             return call
         now = ctx.place.now
-        if not entry.settled and not now.answering:  # an interrupt after it: it stands
-            if self._raised_here(site, now.task_id, now.attempt) or entry.replays >= 1:
+        if not entry.settled:
+            # Each interrupt answered since earns a replay: the attempt before stopped
+            # at an interrupt() after the answer, not at an error.
+            if self._raised_here(site, now.task_id, now.attempt) or entry.replays > now.answered:
                 logger.info(
                     "langgraph-durable: thread %r, step %d: the recorded model answer was "
                     "not acted on by %s; asking the model again",
                     site.thread_id,
                     site.where.step,
-                    "the attempt that failed after it" if entry.replays < 1 else "its replay",
+                    "the attempt that failed after it" if entry.replays < 1 else "its replays",
                 )
                 return call
             entry = replace(entry, replays=entry.replays + 1)

@@ -139,6 +139,14 @@ def test_now_reads_the_task_config() -> None:
     class Info:
         node_attempt = 2
 
+    class Scratchpad:
+        def __init__(self) -> None:
+            self.resume = ["yes", "sure"]
+
+        def get_null_resume(self, consume: bool = False) -> Any:
+            assert not consume
+            return None
+
     class Runtime:
         execution_info = Info()
 
@@ -149,9 +157,10 @@ def test_now_reads_the_task_config() -> None:
             "__pregel_task_id": "t1",
             "__pregel_runtime": Runtime(),
             "__pregel_replay_state": object(),
+            "__pregel_scratchpad": Scratchpad(),
         },
         "metadata": {"run_id": "r9"},
     }
     now = now_of(config)
     assert (now.start, now.start_ns, now.task_id) == ("sub-cp", "sub:p1", "t1")
-    assert (now.run_id, now.forked, now.attempt) == ("r9", True, 2)
+    assert (now.run_id, now.forked, now.attempt, now.answered) == ("r9", True, 2, 2)
