@@ -230,21 +230,27 @@ def test_an_edited_question_resubmitted_gets_a_new_answer(
 def test_a_question_edited_by_update_state_gets_a_new_answer(
     redis_url: str, key_prefix: str, tmp_path: Any, kind: str, mode: str
 ) -> None:
+    """The edited question is put where the original was sent (``update_state`` of the
+    checkpoint it was sent to, as its input), and the thread simply continues: the model
+    call lands on the original's place, from a new checkpoint."""
+
     async def main() -> None:
         async with _Both(mode, redis_url, key_prefix) as saver:
             model = EchoModel()
             graph = agent(kind, ToolLedger(saver), model, Effects(str(tmp_path / "e")), saver)
+            await drive(graph, mode, {"messages": [HumanMessage("hello")]}, thread())
             out = await drive(graph, mode, QUESTION, thread())
-            question = out["messages"][0]
-            fork = before_first_model_call(await history_of(graph, mode))
+            question = out["messages"][-2]
+            inputs = [s for s in await history_of(graph, mode) if s.metadata["source"] == "input"]
+            sent = max(inputs, key=lambda s: s.metadata["step"]).config  # the question's
             edited = {"messages": [HumanMessage(content="water the plants", id=question.id)]}
             if mode == "async":
-                edited_config = await graph.aupdate_state(fork, edited)
+                await graph.aupdate_state(sent, edited, as_node=START)
             else:
-                edited_config = graph.update_state(fork, edited)
-            again = await drive(graph, mode, None, edited_config)
+                graph.update_state(sent, edited, as_node=START)
+            again = await drive(graph, mode, None, thread())
             assert "water the plants" in again["messages"][-1].content
-            assert model.calls == 2
+            assert model.calls == 3
 
     asyncio.run(main())
 
