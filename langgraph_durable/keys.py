@@ -307,6 +307,8 @@ class KeySchema:
     def ledger_field(
         self, task_prefix: str, execution: str, position: int, name: str, args_hash: str
     ) -> str:
+        if not execution:  # an execution recorded before executions were: its own layout
+            return task_prefix + _join(f"{position:07d}", name, args_hash)
         return task_prefix + _join(execution, f"{position:07d}", name, args_hash)
 
     def parse_ledger_field(self, field: str | bytes) -> LedgerField:
@@ -330,7 +332,10 @@ class KeySchema:
     @staticmethod
     def ledger_void_run(field: str | bytes) -> str | None:
         """The run id of a rolled-back-run field, None for any other field."""
-        text = field.decode() if isinstance(field, bytes) else field
+        try:
+            text = field.decode() if isinstance(field, bytes) else field
+        except UnicodeDecodeError:  # not a field we wrote: the caller reports it
+            return None
         if not text.startswith(_LEDGER_VOID):
             return None
         return _unescape_component(text[len(_LEDGER_VOID) :])

@@ -129,6 +129,7 @@ class LedgerEntry:
     # The execution that recorded it (executions.py): the name is in the field.
     execution: str = ""
     task_id: str | None = None  # LangGraph's id of the task attempt that wrote it
+    start: str | None = None  # the checkpoint that task attempt started from
     run_id: str | None = None
     request: str | None = None  # a model call: its request's digest
     journaled: bool = False  # a tool call: its AI message came from the model journal
@@ -173,7 +174,7 @@ def seal_entry(codec: RecordCodec, thread_id: str, entry: LedgerEntry) -> bytes:
         "finished": entry.finished_at,
         "from": entry.diverged_from,
         "hint": entry.hint,
-        "x": [entry.task_id, entry.run_id, entry.request, entry.journaled],
+        "x": [entry.task_id, entry.run_id, entry.request, entry.journaled, entry.start],
         "m": [entry.settled, entry.replays],
         "drops": [list(d) for d in entry.drops],
         "decisions": [
@@ -228,13 +229,14 @@ def open_entry(
 
 def _execution_facts(body: dict[str, Any]) -> dict[str, Any]:
     """The execution facts of a record body (absent from records of earlier versions)."""
-    task_id, run_id, request, journaled = body.get("x") or (None, None, None, False)
+    task_id, run_id, request, journaled, start = body.get("x") or (None,) * 5
     settled, replays = body.get("m") or (False, 0)
     drops = tuple(
         (by, reason, float(at), str(what)) for by, reason, at, what in body.get("drops") or ()
     )
     return {
         "task_id": _text(task_id),
+        "start": _text(start),
         "run_id": _text(run_id),
         "request": _text(request),
         "journaled": journaled is True,

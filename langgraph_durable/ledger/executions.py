@@ -17,9 +17,10 @@ What identifies an execution:
     in ``configurable``/``metadata``).
   * A task attempt belongs to a recorded execution, checked in this order:
       1. one of its runs was rolled back (``delete_for_runs``): never;
-      2. it started from the same checkpoint (so LangGraph gave it the same task id): a
-         crash resume, an interrupt answered, a ``RetryPolicy`` retry, a server retry of
-         a run whose checkpoint was saved. Yes;
+      2. it started from a checkpoint one of the execution's task attempts started
+         from (so LangGraph gave it the same task id): a crash resume, an interrupt
+         answered (also in another run: LangGraph Server answers with a new run), a
+         ``RetryPolicy`` retry, a server retry of a run whose checkpoint was saved. Yes;
       3. both have run ids: yes if they are the same run (the server retries a run with
          its id; another run is another execution);
       4. the task's run is a time travel (a fork, a regenerate): no;
@@ -29,7 +30,12 @@ What identifies an execution:
       6. its starting checkpoint was lost: a crash under ``durability="async"`` lost the
          checkpoints in flight, or ``"exit"`` saved none of the run's. The resumed run
          starts from an earlier checkpoint and reaches the place from a new one, with a
-         new task id. It continues the crashed execution if the call carries its line:
+         new task id. A crashed execution saved nothing after its last record (async
+         puts land in order; exit saves at the end): if the namespace holds a checkpoint
+         created since (by the UUID6 time in its id), other than the one the task started
+         from, the execution ended (an exit run saved its end) or another line went on
+         from there (an ``update_state``, a new input): no. Else it continues the crashed
+         execution if the call carries its line:
          a model call whose request (messages, their content and tool calls, ids left
          out) is the recorded one; a tool call from an AI message whose tool-call ids the
          execution recorded. A tool call from an AI message no journal produced, in an
@@ -41,15 +47,19 @@ What identifies an execution:
 Why each case gets the right answer: a crash resume under ``sync`` is case 2, under
 ``async`` case 2 for the steps whose checkpoint landed and 6 for the others (the model
 step replays its answer, so the request and the tool-call ids are the recorded ones),
-under ``exit`` case 6 (the same input sent again from the same checkpoint); a server
-retry is case 2 or 3. A fork, a regenerate and a second fork are case 4 (and 5 once
-continued); an edited question resubmitted is case 5 (or, after a lost checkpoint, 6
-with another request); a run after a rollback is case 1 or 3.
+under ``exit`` case 6 (the same input sent again from the same checkpoint, nothing saved
+since); a server retry is case 2 or 3, and a human's answer sent as a new run case 2.
+A fork, a regenerate and a second fork are case 4 (and 5 once continued); an edited
+question resubmitted or edited with ``update_state`` is case 4 or 5 (under ``exit``, 6:
+the edit's checkpoint was saved after the execution's last record); a run after a
+rollback is case 1 or 3.
 What it cannot tell: after a crash that lost the checkpoint a call started from, in a
 run without a run id, a new run that sends the same request again from the same
 checkpoint continues the crashed execution (LangGraph itself cannot tell the two
 apart); give runs ids (LangGraph Server does) to make it exact. Prompts that change on
-every call (a timestamp) make case 6 ask the model again.
+every call (a timestamp) make case 6 ask the model again. Case 6 compares the clock of
+the worker that recorded with the one that created a checkpoint: skewed clocks between
+workers (seconds) can hide a checkpoint saved just after a crash.
 Pure functions; ``plans.py`` reads what they need in the task's one ledger read.
 """
 
@@ -57,10 +67,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import RunnableConfig
 
 from langgraph_durable.ledger.entries import LedgerEntry
@@ -70,6 +82,7 @@ _REPLAY_STATE = "__pregel_replay_state"  # set only on a run that travels back i
 _TASK_ID = "__pregel_task_id"
 _RUNTIME = "__pregel_runtime"
 _SCRATCHPAD = "__pregel_scratchpad"
+_GREGORIAN_TO_UNIX = 0x01B21DD213814000  # 100 ns ticks from 1582-10-15 to 1970-01-01
 
 
 @dataclass(frozen=True)
@@ -127,9 +140,10 @@ class Execution:
 
     name: str
     start: str
+    starts: frozenset[str]  # every checkpoint its task attempts started from
     run_id: str | None
     void: bool
-    newest: float
+    newest: float  # when it last recorded something (wall clock)
     request: str | None  # its first model call's request digest
     call_ids: frozenset[str]
     journaled: bool  # its tool calls came from journaled AI messages
@@ -145,13 +159,15 @@ def executions(entries: Iterable[LedgerEntry], voided_runs: set[str]) -> list[Ex
     for name, group in groups.items():
         run_ids = {e.run_id for e in group if e.run_id}
         models = sorted((e for e in group if e.model_call and e.request), key=lambda e: e.position)
+        start = name.split(".", 1)[0]
         found.append(
             Execution(
                 name=name,
-                start=name.split(".", 1)[0],
+                start=start,
+                starts=frozenset({start} | {e.start for e in group if e.start}),
                 run_id=min(run_ids) if run_ids else None,
                 void=bool(run_ids & voided_runs),
-                newest=max((e.started_at or 0.0) for e in group),
+                newest=max(max(e.started_at or 0.0, e.finished_at or 0.0) for e in group),
                 request=models[0].request if models else None,
                 call_ids=frozenset(e.tool_call_id for e in group if e.tool_call_id),
                 journaled=any(e.journaled for e in group),
@@ -162,11 +178,17 @@ def executions(entries: Iterable[LedgerEntry], voided_runs: set[str]) -> list[Ex
 
 
 def choose(
-    found: list[Execution], now: Now, saved_starts: set[str], lineage: Lineage
+    found: list[Execution],
+    now: Now,
+    saved_starts: set[str],
+    lineage: Lineage,
+    saved_since: float | None = None,
 ) -> Execution | None:
-    """The recorded execution the task attempt ``now`` continues, or None (module rules)."""
+    """The recorded execution the task attempt ``now`` continues, or None (module rules).
+    ``saved_since``: when the newest checkpoint of the namespace, other than the one
+    ``now`` started from, was created (None: no other)."""
     live = [x for x in found if not x.void]  # 1
-    same_start = [x for x in live if x.start == now.start and not x.legacy]
+    same_start = [x for x in live if now.start in x.starts and not x.legacy]
     if same_start:  # 2
         return _newest(same_start)
     if now.run_id:  # 3
@@ -177,7 +199,10 @@ def choose(
     if now.forked:  # 4
         return None
     lost = [x for x in live if x.legacy or x.start not in saved_starts]  # 5
-    return _newest([x for x in lost if _continues(x, lineage)])  # 6
+    # 6: a checkpoint saved since it last recorded (its run's end under "exit", an
+    # update_state, a new input) means it is over or another line went on from there.
+    lost = [x for x in lost if saved_since is None or saved_since <= x.newest]
+    return _newest([x for x in lost if _continues(x, lineage)])
 
 
 def _continues(x: Execution, lineage: Lineage) -> bool:
@@ -210,26 +235,59 @@ def new_name(found: list[Execution], now: Now) -> str:
 
 
 def request_digest(request: Any) -> str:
-    """A digest of a model request's conversation: each message's type, content, tool
-    calls and tool-call id, message ids left out (fresh on every replay of an input)."""
-    messages = request if isinstance(request, (list, tuple)) else _messages(request)
-    shown = []
-    for m in messages:
-        if isinstance(m, Mapping) or not hasattr(m, "content"):
-            shown.append(m if isinstance(m, (str, int, float, bool, type(None))) else repr(m))
-            continue
-        shown.append(
-            [
-                getattr(m, "type", type(m).__name__),
-                m.content,
-                [[c.get("name"), c.get("args"), c.get("id")] for c in getattr(m, "tool_calls", [])],
-                getattr(m, "tool_call_id", None),
-            ]
-        )
-    text = json.dumps(shown, sort_keys=True, separators=(",", ":"), default=repr)
+    """A digest of a model request: its messages' types, contents, tool calls and
+    tool-call ids, message ids left out (fresh on every replay of an input), and any
+    other input (a prompt's variables) as plain data."""
+    text = json.dumps(_plain(request), sort_keys=True, separators=(",", ":"), default=repr)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def _messages(request: Any) -> list[Any]:
+def _plain(value: Any, depth: int = 0) -> Any:
+    if depth > 20:  # a request is data a caller built: deep enough for any prompt
+        return repr(value)
+    if isinstance(value, (str, int, float, bool, type(None))):
+        return value
+    if isinstance(value, BaseMessage):
+        return [
+            value.type,
+            _plain(value.content, depth + 1),
+            [[c.get("name"), c.get("args"), c.get("id")] for c in getattr(value, "tool_calls", [])],
+            getattr(value, "tool_call_id", None),
+        ]
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v, depth + 1) for v in value]
+    to_messages = getattr(value, "to_messages", None)  # a PromptValue
+    if callable(to_messages):
+        return _plain(list(to_messages()), depth + 1)
+    return repr(value)
+
+
+def ai_messages(request: Any, depth: int = 0) -> list[AIMessage]:
+    """The AI messages a model request holds (anywhere in its input)."""
+    if depth > 20:
+        return []
+    if isinstance(request, AIMessage):
+        return [request]
+    if isinstance(request, Mapping):
+        return [m for v in request.values() for m in ai_messages(v, depth + 1)]
+    if isinstance(request, (list, tuple)):
+        return [m for v in request for m in ai_messages(v, depth + 1)]
     to_messages = getattr(request, "to_messages", None)
-    return list(to_messages()) if callable(to_messages) else [request]
+    if callable(to_messages) and not isinstance(request, BaseMessage):
+        return ai_messages(list(to_messages()), depth + 1)
+    return []
+
+
+def created_at(checkpoint_id: str) -> float | None:
+    """When LangGraph created a checkpoint: its id is a UUID6, which holds the time."""
+    try:
+        value = uuid.UUID(checkpoint_id)
+    except (ValueError, TypeError):
+        return None
+    if value.version != 6:
+        return None
+    h = value.int
+    ticks = ((h >> 96) << 28) | (((h >> 80) & 0xFFFF) << 12) | ((h >> 64) & 0x0FFF)
+    return (ticks - _GREGORIAN_TO_UNIX) / 1e7

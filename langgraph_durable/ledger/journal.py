@@ -18,7 +18,8 @@ Owns where a model call is recorded and when its answer is replayed. Rules it ke
     record is asked again too (and quarantined as it is replaced). Never escalated.
   * Only settled answers are replayed for good. An answer is *settled* once a call made
     from it was recorded (the intent of a tool call of its AI message, or of a durable
-    call later in its node), in the same write. An unsettled answer is replayed once,
+    call later in its node), or once another task's model request holds it (its task
+    completed: a later step saw it), in that call's write. An unsettled answer is replayed once,
     to the first attempt after the one that recorded it (a crash right after the
     answer); if that attempt does not settle it either (its node raised again, or
     crashed again before acting on it), the next attempt asks the model again and
@@ -48,7 +49,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from langchain_core.messages import AIMessage
@@ -56,7 +57,7 @@ from langchain_core.runnables import RunnableConfig
 
 from langgraph_durable.errors import ConfigurationError, RecordDamagedError
 from langgraph_durable.ledger.entries import MODEL_CALL, MODEL_POSITION, RESULT, LedgerEntry
-from langgraph_durable.ledger.executions import Lineage, request_digest
+from langgraph_durable.ledger.executions import Lineage, ai_messages, request_digest
 from langgraph_durable.ledger.running import CallRunner
 from langgraph_durable.ledger.sites import _Site, _TaskContext, call_site, facts
 from langgraph_durable.ledger.wiring import MODEL_ADVICE, refuse_sync_on_loop
@@ -65,6 +66,7 @@ from langgraph_durable.serde import accepted_types, load
 
 logger = logging.getLogger("langgraph_durable")
 _ANSWERS_KEPT = 10_000  # tool calls (and answers recorded here) remembered per ledger
+_MESSAGE = "\x00message:"  # answers are also remembered by their AI messages' ids
 
 
 @dataclass
@@ -76,9 +78,11 @@ class ModelCall:
     messages: int  # how many messages its request holds
     request: str  # its request's digest (executions.py)
     ledger: Any  # what records it: the ledger, or its view on the task's saver (_bound)
+    seen: tuple[str, ...]  # ids of the AI messages its request holds
     site: _Site | None = None  # set once the task's execution is known
     recorded: LedgerEntry | None = None  # its answer is ``recorded.result``
     previous: LedgerEntry | None = None  # what its place holds that is not replayed
+    earlier: list[LedgerEntry] = field(default_factory=list)  # answers it settles
 
 
 class ModelJournal(CallRunner):
@@ -93,7 +97,8 @@ class ModelJournal(CallRunner):
         with ctx.lock:
             position = MODEL_POSITION + ctx.model_calls
             ctx.model_calls += 1
-        return ModelCall(ctx, position, _count(request), request_digest(request), ledger)
+        seen = tuple(str(m.id) for m in ai_messages(request) if m.id)
+        return ModelCall(ctx, position, _count(request), request_digest(request), ledger, seen)
 
     def _look_up(self, call: ModelCall) -> Plan[ModelCall]:
         """Read the task's entries (once per task attempt) and find the answer to replay,
@@ -107,6 +112,13 @@ class ModelJournal(CallRunner):
         )
         entry = ctx.entries.get(site.field)
         call.previous = entry
+        # Answers of other tasks this request holds: their tasks completed (a later step
+        # saw them), so they are settled, in this call's write.
+        call.earlier = [
+            replace(e, settled=True)
+            for e in self._answers_in(site.thread_id, call.seen)
+            if not e.settled and not e.field.startswith(site.task_prefix)
+        ]
         if entry is None or entry.state != RESULT:
             return call
         now = ctx.place.now
@@ -122,8 +134,14 @@ class ModelJournal(CallRunner):
                     "the attempt that failed after it" if entry.replays < 1 else "its replays",
                 )
                 return call
-            entry = replace(entry, replays=entry.replays + 1)
-            yield from self._write(site.thread_id, [entry])
+            entry = replace(entry, replays=entry.replays + 1, **facts(ctx, entry))
+            yield from self._write(site.thread_id, [entry, *call.earlier])
+            self._settled(site.thread_id, call.earlier)
+            call.earlier = []
+        if call.earlier:  # rare: only an answer this process handed out before a crash
+            yield from self._write(site.thread_id, call.earlier)
+            self._settled(site.thread_id, call.earlier)
+            call.earlier = []
         if not entry.settled:
             ctx.unsettled.append(entry)
         recorded = (entry.args or {}).get("messages")
@@ -164,7 +182,10 @@ class ModelJournal(CallRunner):
             drops=previous.drops if previous is not None else (),
             **facts(ctx),
         )
-        yield from self._write(site.thread_id, [entry], replacing=[previous] if previous else [])
+        yield from self._write(
+            site.thread_id, [entry, *call.earlier], replacing=[previous] if previous else []
+        )
+        self._settled(site.thread_id, call.earlier)
         ctx.entries[site.field] = entry
         ctx.unsettled.append(entry)
         self._remember(site.thread_id, entry, attempt=ctx.place.now.attempt)
@@ -193,6 +214,9 @@ class ModelJournal(CallRunner):
         with self._contexts_lock:
             for call_id in _tool_call_ids(entry.result):
                 self._answers[(thread_id, call_id)] = entry
+            for message in _answer_messages(entry.result):
+                if message.id:
+                    self._answers[(thread_id, _MESSAGE + str(message.id))] = entry
             if attempt is not None:
                 self._recorded_by[(thread_id, entry.field)] = (entry.task_id, attempt)
             for kept in (self._answers, self._recorded_by):
@@ -204,6 +228,10 @@ class ModelJournal(CallRunner):
         with self._contexts_lock:
             found = {id(e): e for c in call_ids if (e := self._answers.get((thread_id, c)))}
         return list(found.values())
+
+    def _answers_in(self, thread_id: str, message_ids: tuple[str, ...]) -> list[LedgerEntry]:
+        """The journaled answers, handed out by this process, whose AI messages these are."""
+        return self._answers_of(thread_id, frozenset(_MESSAGE + m for m in message_ids))
 
     def _raised_here(self, site: _Site, task_id: str, attempt: int) -> bool:
         """Whether an earlier attempt of this task, in this process, recorded the answer

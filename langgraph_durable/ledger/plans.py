@@ -50,7 +50,13 @@ from langgraph_durable.ledger.entries import (
     open_entry,
     seal_entry,
 )
-from langgraph_durable.ledger.executions import Lineage, choose, executions, new_name
+from langgraph_durable.ledger.executions import (
+    Lineage,
+    choose,
+    created_at,
+    executions,
+    new_name,
+)
 from langgraph_durable.ledger.rollback import voided_runs
 from langgraph_durable.ledger.sites import (
     _FALLBACK_POSITION,
@@ -77,6 +83,7 @@ class _Read:
     unindexed: list[bytes]
     saved: set[str]  # starting checkpoints of the place's executions still saved
     voided: set[str]  # runs rolled back
+    newest: list[str]  # the ids of the two newest checkpoints of the task's namespace
 
 
 @dataclass
@@ -116,7 +123,7 @@ class LedgerPlans:
         back (executions.py)."""
         tk = self._keys.thread(thread_id)
         void_min, void_max = self._keys.ledger_void_range()
-        wrongtype, damaged, flat, unindexed, saved, voids = yield Script(
+        wrongtype, damaged, flat, unindexed, saved, voids, newest = yield Script(
             "ledger_read", tk.with_twins(), [*bounds, "", prefix, start_member, void_min, void_max]
         )
         if wrongtype:
@@ -145,7 +152,14 @@ class LedgerPlans:
         voided = voided_runs(self.saver.core, thread_id, voids)
         if voided:
             entries = [replace(e, rolled_back=e.run_id in voided) for e in entries]
-        return _Read(entries, bool(damaged), list(unindexed), {_text(s) for s in saved}, voided)
+        newest_ids = []
+        for member in newest:
+            try:
+                newest_ids.append(self._keys.parse_checkpoint_member(member)[1])
+            except (ValueError, UnicodeDecodeError):
+                continue  # a damaged index member: no time to read from it
+        saved_starts = {_text(s) for s in saved}
+        return _Read(entries, bool(damaged), list(unindexed), saved_starts, voided, newest_ids)
 
     def _write(
         self,
@@ -193,7 +207,9 @@ class LedgerPlans:
             args += [x for field in read.unindexed for x in (field, "", "", "")]
             yield Script("ledger_write", self._keys.thread(place.thread_id).with_twins(), args)
         found = executions(read.entries, read.voided)
-        chosen = choose(found, place.now, read.saved, lineage)
+        others = [cid for cid in read.newest if cid != place.now.start]
+        saved_since = created_at(others[0]) if others else None
+        chosen = choose(found, place.now, read.saved, lineage, saved_since)
         ctx.execution = chosen.name if chosen is not None else new_name(found, place.now)
         ctx.entries = {e.field: e for e in read.entries if e.execution == ctx.execution}
         ctx.ledger_damaged = read.damaged
@@ -261,6 +277,7 @@ class LedgerPlans:
                     escalation=first + i,
                     escalations=(*e.escalations, first + i),
                     call=_call_at(message_calls, e),
+                    **facts(ctx, e),
                 )
                 for i, e in enumerate(fresh)
             ]
@@ -287,7 +304,11 @@ class LedgerPlans:
             asked = entry if recorded is None else diverged_entry(site, recorded)
             slot = _next_slot(ctx.entries.values())
             numbered = self._as_intent(
-                asked, site.thread_id, escalation=slot, escalations=(*asked.escalations, slot)
+                asked,
+                site.thread_id,
+                escalation=slot,
+                escalations=(*asked.escalations, slot),
+                **facts(ctx, asked),
             )
             yield from self._write(site.thread_id, [numbered], replacing=[entry] if entry else [])
             ctx.entries[site.field] = entry = numbered
@@ -351,7 +372,7 @@ class LedgerPlans:
                         raise self._unknown(site, key, f"{reason}; a human chose to fail it")
                     if answer.action == "skip":
                         value = skipped_result(site, answer.result)
-                        return (yield from self._skip(site, entry, value))
+                        return (yield from self._skip(ctx, site, entry, value))
                 # retry (by policy or by a human): run again under the same key
         intent = LedgerEntry(
             field=site.field,
@@ -367,7 +388,7 @@ class LedgerPlans:
             started_at=time.time(),
             diverged_from=entry.diverged_from if entry is not None else None,
             hint=hint,
-            **facts(ctx),
+            **facts(ctx, entry),
         )
         # The answers this call was made from are settled by its intent (journal.py).
         settled, ctx.unsettled = [replace(e, settled=True) for e in ctx.unsettled], []
@@ -399,12 +420,14 @@ class LedgerPlans:
             value = skipped_result(site, answer.result)
         else:
             value = standing_result(recorded, site)
-        return (yield from self._skip(site, entry, value))
+        return (yield from self._skip(ctx, site, entry, value))
 
-    def _skip(self, site: _Site, entry: LedgerEntry, value: Any) -> Plan[_Decision]:
+    def _skip(
+        self, ctx: _TaskContext, site: _Site, entry: LedgerEntry, value: Any
+    ) -> Plan[_Decision]:
         """Record ``value`` as the call's result without running it (a human's skip)."""
         done = replace(
-            self._as_intent(entry, site.thread_id),
+            self._as_intent(entry, site.thread_id, **facts(ctx, entry)),
             state=RESULT,
             result=value,
             resolution="skip",

@@ -165,10 +165,13 @@ def call_site(
     )
 
 
-def facts(ctx: _TaskContext) -> dict[str, Any]:
-    """The execution facts every entry of the task attempt ``ctx`` records."""
+def facts(ctx: _TaskContext, entry: LedgerEntry | None = None) -> dict[str, Any]:
+    """The execution facts an entry written by the task attempt ``ctx`` records: its task
+    and starting checkpoint (the newest attempt's, so a human's answer sent from the
+    checkpoint it stopped at finds its execution) and its run (the first run's)."""
     now = ctx.place.now
-    return {"task_id": now.task_id or None, "run_id": now.run_id}
+    run_id = entry.run_id if entry is not None and entry.run_id else now.run_id
+    return {"task_id": now.task_id or None, "start": now.start or None, "run_id": run_id}
 
 
 def ordered_positions(calls: list[dict[str, Any]]) -> list[int]:

@@ -10,13 +10,14 @@
 -- Returns { {keys of the wrong type...}, damaged (1 if a ledger key was ever moved
 -- aside as damaged, so entries may be missing), {field, record or false, ...},
 -- {fields of records the index lacks}, {starting checkpoints still saved},
--- {rolled-back-run field, record, ...} } (with "fields": {field, ...} for the third;
--- the last two empty without ARGV 5)
+-- {rolled-back-run field, record, ...}, {the two newest checkpoint members of the
+-- task's namespace} } (with "fields": {field, ...} for the third; the last three empty
+-- without ARGV 5)
 local index_ok = usable(K_LGX, 'zset')
 local hash_ok = usable(K_LG, 'hash')
 local damaged = 0
 if redis.call('EXISTS', KEYS[TWIN + K_LG], KEYS[TWIN + K_LGX]) > 0 then damaged = 1 end
-if not (index_ok and hash_ok) then return {wrongtype, 1, {}, {}, {}, {}} end
+if not (index_ok and hash_ok) then return {wrongtype, 1, {}, {}, {}, {}, {}} end
 local fields = redis.call('ZRANGEBYLEX', KEYS[K_LGX], ARGV[1], ARGV[2])
 local unindexed = {}
 if redis.call('ZCARD', KEYS[K_LGX]) ~= redis.call('HLEN', KEYS[K_LG]) then
@@ -28,7 +29,7 @@ if redis.call('ZCARD', KEYS[K_LGX]) ~= redis.call('HLEN', KEYS[K_LG]) then
     end
   end
 end
-if ARGV[3] == 'fields' then return {wrongtype, damaged, fields, unindexed, {}, {}} end
+if ARGV[3] == 'fields' then return {wrongtype, damaged, fields, unindexed, {}, {}, {}} end
 local out = {}
 for i = 1, #fields do  -- HGET each: unpack() of a long thread's fields would overflow
   out[#out + 1] = fields[i]
@@ -36,9 +37,12 @@ for i = 1, #fields do  -- HGET each: unpack() of a long thread's fields would ov
 end
 -- Executions (ledger/executions.py): the field part after the task's prefix names the
 -- execution, whose part before any "." is the checkpoint it started from.
-local saved, voids = {}, {}
+local saved, voids, newest = {}, {}, {}
 if (ARGV[5] or '') ~= '' then
   if usable(K_CPS, 'zset') then
+    -- members are "ns \0 id": the namespace's are the range [ns\0, ns\1)
+    local upper = '(' .. string.sub(ARGV[5], 1, #ARGV[5] - 1) .. '\1'
+    newest = redis.call('ZREVRANGEBYLEX', KEYS[K_CPS], upper, '[' .. ARGV[5], 'LIMIT', 0, 2)
     local seen = {}
     for i = 1, #fields do
       local execution = string.match(string.sub(fields[i], #ARGV[4] + 1), '^([^%z]*)%z')
@@ -56,4 +60,4 @@ if (ARGV[5] or '') ~= '' then
     voids[#voids + 1] = redis.call('HGET', KEYS[K_LG], field)
   end
 end
-return {wrongtype, damaged, out, unindexed, saved, voids}
+return {wrongtype, damaged, out, unindexed, saved, voids, newest}

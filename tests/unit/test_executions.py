@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from typing import Any
+from uuid import uuid4
 
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
@@ -12,7 +13,9 @@ from langgraph_durable.ledger.executions import (
     Execution,
     Lineage,
     Now,
+    ai_messages,
     choose,
+    created_at,
     executions,
     new_name,
     now_of,
@@ -26,6 +29,7 @@ def recorded(name: str = "cp-1", **facts: Any) -> Execution:
     base = Execution(
         name=name,
         start=name.split(".")[0],
+        starts=frozenset({name.split(".")[0]}),
         run_id=None,
         void=False,
         newest=1.0,
@@ -40,6 +44,18 @@ def recorded(name: str = "cp-1", **facts: Any) -> Execution:
 def test_the_same_starting_checkpoint_continues_it_even_for_a_fork() -> None:
     mine = recorded("cp-2")
     assert choose([recorded("cp-1"), mine], replace(NOW, forked=True), {"cp-1"}, Lineage()) == mine
+
+
+def test_a_start_any_attempt_of_it_used_continues_it_across_runs() -> None:
+    """A retry of run r1 escalated from checkpoint cp-2; the answer comes as run r2."""
+    mine = recorded("cp-1", run_id="r1", starts=frozenset({"cp-1", "cp-2"}))
+    assert choose([mine], replace(NOW, run_id="r2"), {"cp-2"}, Lineage()) == mine
+
+
+def test_a_lost_start_is_not_continued_once_a_checkpoint_was_saved_since() -> None:
+    lost = recorded("cp-1", request="abc", newest=10.0)
+    assert choose([lost], NOW, set(), Lineage(request="abc"), saved_since=9.0) == lost
+    assert choose([lost], NOW, set(), Lineage(request="abc"), saved_since=11.0) is None
 
 
 def test_a_rolled_back_execution_is_never_continued() -> None:
@@ -133,6 +149,27 @@ def test_a_request_digest_leaves_message_ids_out() -> None:
     other[0] = HumanMessage("hello")
     assert request_digest(other) != request_digest(conversation(True))
     assert len(request_digest("hi")) == 32  # any input: a string, a prompt value
+
+
+def test_a_request_digest_reads_a_prompts_variables_without_message_ids() -> None:
+    def variables(message_id: str) -> dict[str, Any]:
+        return {"messages": [HumanMessage("hi", id=message_id)], "topic": "cats"}
+
+    assert request_digest(variables("a")) == request_digest(variables("b"))
+    assert request_digest(variables("a")) != request_digest({**variables("a"), "topic": "dogs"})
+    answer = AIMessage("x", id="m1")
+    assert ai_messages({"messages": [HumanMessage("hi"), answer]}) == [answer]
+
+
+def test_a_checkpoint_id_tells_when_it_was_created() -> None:
+    import time
+
+    from langgraph.checkpoint.base.id import uuid6
+
+    before = time.time()
+    made = created_at(str(uuid6(clock_seq=-2)))
+    assert made is not None and before - 1 <= made <= time.time() + 1
+    assert created_at("not-a-uuid") is None and created_at(str(uuid4())) is None
 
 
 def test_now_reads_the_task_config() -> None:
