@@ -30,6 +30,7 @@ SCRIPT_NAMES = (
     "quarantine",
     "ledger_read",
     "ledger_write",
+    "ledger_settle",
     "ledger_delete",
     "lease",
     "reseal",

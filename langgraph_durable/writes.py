@@ -35,7 +35,7 @@ from langgraph.checkpoint.base import (
     get_serializable_checkpoint_metadata,
 )
 
-from langgraph_durable import inputs, reply_codes
+from langgraph_durable import inputs, reply_codes, saved_here
 from langgraph_durable.errors import InvalidConfigError, NotReplicatedError
 from langgraph_durable.fencing import held_token
 from langgraph_durable.inputs import configurable
@@ -118,6 +118,8 @@ class WritePlans(RetentionPlans):
                 witness = witness or next((d for d in new_elements if d in known), b"")
         elements = sorted((d, e) for d, e in new_elements.items() if d not in known)
         parent_versions = parent.versions if parent is not None else None
+        # Before the write: a reader must never find it in Redis and not here.
+        saved_here.note(self.keys.prefix, thread_id, ns, checkpoint["id"], meta.get("source"))
         for attempt in (1, 2):
             named, unwritten, when = self._kept_fields(
                 ns, kept_versions, parent_id, parent_versions, checkpoint["channel_versions"]

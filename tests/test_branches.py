@@ -14,6 +14,7 @@ from another branch and never asked about as a divergence.
 from __future__ import annotations
 
 import asyncio
+import os
 from collections import Counter
 from typing import Any
 
@@ -646,3 +647,21 @@ def test_executions_and_settling_cost_no_round_trip(saver: RedisSaver, tmp_path:
     # three model tasks and two tool tasks of three calls each
     assert trips.scripts("ledger_read") == 3 + 2
     assert trips.scripts("ledger_write") == 3 + 2 * 3 * 2
+
+
+def test_an_answer_dropped_by_an_operator_stays_dropped_when_a_later_step_settles_it(
+    saver: RedisSaver,
+) -> None:
+    """A settle is made from a copy in memory: it never writes over a newer record."""
+    model = EchoModel()
+    ledger = ToolLedger(saver)
+    graph = agent("toolnode", ledger, model, Effects(os.devnull), saver)
+    graph.invoke({"messages": [HumanMessage("hello")]}, thread())
+    (answer,) = ToolLedger(saver).entries("t")
+    assert answer.model_call and not answer.settled
+    ToolLedger(saver).drop("t", str(answer.idempotency_key), reason="rude", by="ops")
+    graph.invoke({"messages": [HumanMessage("again")]}, thread())  # its request holds it
+    dropped = next(e for e in ToolLedger(saver).entries("t") if e.field == answer.field)
+    assert dropped.state == "dropped" and [d[:2] for d in dropped.drops] == [("ops", "rude")]
+    with pytest.raises(InvalidConfigError, match="reason"):
+        ToolLedger(saver).drop("t", str(answer.idempotency_key), reason=123)  # type: ignore[arg-type]

@@ -13,6 +13,7 @@ unknown outcome, never a missing one.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from dataclasses import field as default
@@ -138,6 +139,9 @@ class LedgerEntry:
     settled: bool = False
     replays: int = 0
     rolled_back: bool = False  # its run was rolled back (rollback.py); not stored here
+    # The SHA-1 of the record this entry was read from or written as (not stored): a
+    # settle writes over that record only (ledger_settle.lua).
+    seen: str | None = default(default=None, compare=False)
     # Operators' drops of recorded answers at this field: (by, reason, at, what), oldest
     # first; the newest is in force while ``state`` is DROPPED.
     drops: tuple[tuple[str | None, str | None, float, str], ...] = ()
@@ -193,6 +197,8 @@ def open_entry(
     ``DAMAGED`` with the reason (its field still says where the call was)."""
     field = raw_field.decode() if isinstance(raw_field, bytes) else raw_field
     base = LedgerEntry(field=field, **vars(codec.keys.parse_ledger_field(field)), state=DAMAGED)
+    if record:
+        base = replace(base, seen=hashlib.sha1(record).hexdigest())
     try:
         raw = codec.envelope.open(KeySchema.identity(_LEDGER, thread_id, field), record)
         body = msgpack.unpackb(raw, raw=False)

@@ -33,9 +33,10 @@ What identifies an execution:
          new task id. A crashed execution saved nothing after its last record (async
          puts land in order; exit saves at the end): if the namespace holds a checkpoint
          created since (by the UUID6 time in its id), other than the one the task started
-         from, the execution ended (an exit run saved its end) or another line went on
-         from there (an ``update_state``, a new input): no. Else it continues the crashed
-         execution if the call carries its line:
+         from and those a run of this process saved (the resumed run re-creates the lost
+         ones, ``saved_here.py``), the execution ended (an exit run saved its end) or
+         another line went on from there (an ``update_state``, a new input): no. Else
+         it continues the crashed execution if the call carries its line:
          a model call whose request (messages, their content and tool calls, ids left
          out) is the recorded one; a tool call from an AI message whose tool-call ids the
          execution recorded. A tool call from an AI message no journal produced, in an
@@ -59,7 +60,9 @@ checkpoint continues the crashed execution (LangGraph itself cannot tell the two
 apart); give runs ids (LangGraph Server does) to make it exact. Prompts that change on
 every call (a timestamp) make case 6 ask the model again. Case 6 compares the clock of
 the worker that recorded with the one that created a checkpoint: skewed clocks between
-workers (seconds) can hide a checkpoint saved just after a crash.
+workers (seconds) can hide a checkpoint saved just after a crash. And a process cannot
+tell its own runs' checkpoints apart, so an exit run's end is no news to the process
+that ran it: the same request on an ``update_state`` branch there continues it.
 Pure functions; ``plans.py`` reads what they need in the task's one ledger read.
 """
 
@@ -185,8 +188,8 @@ def choose(
     saved_since: float | None = None,
 ) -> Execution | None:
     """The recorded execution the task attempt ``now`` continues, or None (module rules).
-    ``saved_since``: when the newest checkpoint of the namespace, other than the one
-    ``now`` started from, was created (None: no other)."""
+    ``saved_since``: when the newest checkpoint of the namespace was created, leaving out
+    the one ``now`` started from and those runs of this process saved (None: no other)."""
     live = [x for x in found if not x.void]  # 1
     same_start = [x for x in live if now.start in x.starts and not x.legacy]
     if same_start:  # 2

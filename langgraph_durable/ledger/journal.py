@@ -134,12 +134,12 @@ class ModelJournal(CallRunner):
                     "the attempt that failed after it" if entry.replays < 1 else "its replays",
                 )
                 return call
-            entry = replace(entry, replays=entry.replays + 1, **facts(ctx, entry))
-            yield from self._write(site.thread_id, [entry, *call.earlier])
+            counted = replace(entry, replays=entry.replays + 1, **facts(ctx, entry))
+            (entry,) = yield from self._write(site.thread_id, [counted], settle=call.earlier)
             self._settled(site.thread_id, call.earlier)
             call.earlier = []
         if call.earlier:  # rare: only an answer this process handed out before a crash
-            yield from self._write(site.thread_id, call.earlier)
+            yield from self._write(site.thread_id, [], settle=call.earlier)
             self._settled(site.thread_id, call.earlier)
             call.earlier = []
         if not entry.settled:
@@ -182,8 +182,11 @@ class ModelJournal(CallRunner):
             drops=previous.drops if previous is not None else (),
             **facts(ctx),
         )
-        yield from self._write(
-            site.thread_id, [entry, *call.earlier], replacing=[previous] if previous else []
+        (entry,) = yield from self._write(
+            site.thread_id,
+            [entry],
+            replacing=[previous] if previous else [],
+            settle=call.earlier,
         )
         self._settled(site.thread_id, call.earlier)
         ctx.entries[site.field] = entry

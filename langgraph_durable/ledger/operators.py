@@ -31,6 +31,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from langgraph_durable import inputs
 from langgraph_durable.errors import InvalidConfigError
 from langgraph_durable.ledger.divergence import question
 from langgraph_durable.ledger.entries import (
@@ -141,8 +142,10 @@ class OperatorPlans(LedgerPlans):
     def _drop(
         self, thread_id: str, idempotency_key: str, reason: str, by: str | None
     ) -> Plan[LedgerEntry]:
-        if not reason:
+        if not inputs.text(reason, "reason").strip():
             raise InvalidConfigError("dropping a recorded entry needs a reason")
+        if by is not None:
+            inputs.text(by, "by")
         entries = (yield from self._read(thread_id, ("-", "+"))).entries
         matches = [e for e in entries if e.idempotency_key == idempotency_key]
         if not matches:

@@ -1,34 +1,32 @@
-"""The ledger's plans: read a task's entries, record an intent, a result, an escalation.
+"""The ledger's plans: the decision each call makes, its intent, result and escalations.
 
-Owns the ledger's Redis conversation (``ledger_read.lua``, ``ledger_write.lua``) and the
-decision each call makes on each attempt (``_begin``): replay a recorded result, run
-(recording its intent first), stop because its outcome is unknown and its policy
-says so, or settle a call that diverged from the one recorded at its place
+Owns the decision each call makes on each attempt (``_begin``): replay a recorded
+result, run (recording its intent first), stop because its outcome is unknown and its
+policy says so, or settle a call that diverged from the one recorded at its place
 (``divergence.py``). Rules it keeps:
   * The intent is stored, synchronously, before the tool runs; the result after it. A
     call with an intent and no result has an unknown outcome: ``retry`` runs it again
     under the same idempotency key, ``escalate`` asks a human (``interrupt()``),
     ``fail`` raises ``ToolOutcomeUnknownError``.
-  * Every write carries this context's fencing token, like checkpoint writes.
-  * A damaged record that is replaced goes to the quarantine first; a ledger that was
-    ever damaged makes a call with no entry an unknown outcome too (its entry may be
-    what was lost).
-Plans yield ``ops.Script`` operations; the ToolLedger drives them through the saver.
+  * A ledger that was ever damaged makes a call with no entry an unknown outcome too
+    (its entry may be what was lost).
+  * An intent settles the model answers its call was made from, in the same write
+    (``journal.py``).
+Reads and writes are ``store.py``'s; plans yield ``ops.Script`` operations, which the
+ToolLedger drives through the saver.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, cast
 
 from langgraph.errors import GraphInterrupt
 
 from langgraph_durable.errors import ToolOutcomeUnknownError
-from langgraph_durable.fencing import held_token
-from langgraph_durable.keys import KeySchema
 from langgraph_durable.ledger.divergence import (
     diverged_entry,
     diverged_error,
@@ -37,7 +35,6 @@ from langgraph_durable.ledger.divergence import (
     standing_result,
 )
 from langgraph_durable.ledger.entries import (
-    _LEDGER,
     DAMAGED,
     DIVERGED,
     INTENT,
@@ -47,17 +44,10 @@ from langgraph_durable.ledger.entries import (
     Policy,
     _next_slot,
     _unknown_reason,
-    open_entry,
-    seal_entry,
 )
 from langgraph_durable.ledger.executions import (
     Lineage,
-    choose,
-    created_at,
-    executions,
-    new_name,
 )
-from langgraph_durable.ledger.rollback import voided_runs
 from langgraph_durable.ledger.sites import (
     _FALLBACK_POSITION,
     _call_at,
@@ -69,21 +59,10 @@ from langgraph_durable.ledger.sites import (
     facts,
     ordered_positions,
 )
-from langgraph_durable.ops import Plan, Script
+from langgraph_durable.ledger.store import LedgerStore
+from langgraph_durable.ops import Plan
 
 logger = logging.getLogger("langgraph_durable")
-
-
-@dataclass
-class _Read:
-    """What one ledger read found (``LedgerPlans._read``)."""
-
-    entries: list[LedgerEntry]
-    damaged: bool  # a ledger key was ever moved aside: entries may be missing
-    unindexed: list[bytes]
-    saved: set[str]  # starting checkpoints of the place's executions still saved
-    voided: set[str]  # runs rolled back
-    newest: list[str]  # the ids of the two newest checkpoints of the task's namespace
 
 
 @dataclass
@@ -94,7 +73,7 @@ class _Decision:
     entry: LedgerEntry | None = None
 
 
-class LedgerPlans:
+class LedgerPlans(LedgerStore):
     """The plans of ``ToolLedger`` (its settings: the saver, the policies)."""
 
     saver: Any
@@ -108,120 +87,6 @@ class LedgerPlans:
         recorded (the tool object is not at hand for the other calls of a task)."""
         hint = cast("Policy | None", entry.hint if self.use_tool_hints else None)
         return self.policies.get(entry.name) or hint or self.default_policy
-
-    @property
-    def _keys(self) -> KeySchema:
-        return self.saver.core.keys  # type: ignore[no-any-return]
-
-    def _read(
-        self, thread_id: str, bounds: tuple[str, str], prefix: str = "", start_member: str = ""
-    ) -> Plan[_Read]:
-        """Entries within ``bounds`` (whose fields start with ``prefix``), also those whose
-        index member was lost; whether the ledger was ever damaged; the fields of those
-        the index lost (``_load`` re-indexes them). With ``start_member`` (one task's
-        read), also which executions' starting checkpoints are saved, and the runs rolled
-        back (executions.py)."""
-        tk = self._keys.thread(thread_id)
-        void_min, void_max = self._keys.ledger_void_range()
-        wrongtype, damaged, flat, unindexed, saved, voids, newest = yield Script(
-            "ledger_read", tk.with_twins(), [*bounds, "", prefix, start_member, void_min, void_max]
-        )
-        if wrongtype:
-            logger.error(
-                "langgraph-durable: ledger keys of thread %r hold the wrong type: %s",
-                thread_id,
-                [k.decode() if isinstance(k, bytes) else k for k in wrongtype],
-            )
-        entries = []
-        for i in range(0, len(flat), 2):
-            if self._keys.ledger_void_run(flat[i]) is not None:
-                voids += flat[i : i + 2]  # a whole-ledger read holds them among the entries
-                continue
-            try:
-                entries.append(open_entry(self.saver.core, thread_id, flat[i], flat[i + 1] or None))
-            except (ValueError, UnicodeDecodeError):  # not a field we wrote
-                logger.error("langgraph-durable: malformed ledger field %r", flat[i])
-        if unindexed:
-            logger.error(
-                "langgraph-durable: the ledger index of thread %r lost %d entries whose "
-                "records are still there (eviction, a bad restore?): read from the records",
-                thread_id,
-                len(unindexed),
-            )
-            entries.sort(key=lambda e: e.field)  # in index order, as if nothing was lost
-        voided = voided_runs(self.saver.core, thread_id, voids)
-        if voided:
-            entries = [replace(e, rolled_back=e.run_id in voided) for e in entries]
-        newest_ids = []
-        for member in newest:
-            try:
-                newest_ids.append(self._keys.parse_checkpoint_member(member)[1])
-            except (ValueError, UnicodeDecodeError):
-                continue  # a damaged index member: no time to read from it
-        saved_starts = {_text(s) for s in saved}
-        return _Read(entries, bool(damaged), list(unindexed), saved_starts, voided, newest_ids)
-
-    def _write(
-        self,
-        thread_id: str,
-        entries: Iterable[LedgerEntry],
-        replacing: Iterable[LedgerEntry] = (),
-    ) -> Plan[None]:
-        """Store entries; the bytes of any damaged record they replace go to quarantine."""
-        tk = self._keys.thread(thread_id)
-        damaged = {e.field: e.damage for e in replacing if e.state == DAMAGED}
-        args: list[Any] = [self.saver.core.ttl_arg, held_token(self._keys.prefix, thread_id)]
-        run_ids: set[str] = set()
-        for entry in entries:
-            if entry.run_id:
-                run_ids.add(entry.run_id)
-            reason = damaged.get(entry.field) or ""
-            args += [
-                entry.field,
-                seal_entry(self.saver.core, thread_id, entry),
-                self._keys.quarantine_field(_LEDGER, entry.field) if reason else "",
-                reason,
-            ]
-        core = self.saver.core
-        # A run that recorded calls is in the run index, so a rollback finds the thread
-        # even if the run saved no checkpoint there (rollback.py).
-        ahead = tuple(c for r in sorted(run_ids) for c in core.run_index.ahead(r, thread_id))
-        _, acked = yield from core.write_round_trip(
-            [Script("ledger_write", tk.with_twins(), args)], raising=True, ahead=ahead
-        )
-        core.replicated(tk, acked)
-
-    def _load(self, ctx: _TaskContext, lineage: Lineage) -> Plan[None]:
-        """Read the task's entries (one round trip), decide which execution the task
-        attempt belongs to (executions.py) and keep that execution's entries."""
-        place = ctx.place
-        read = yield from self._read(
-            place.thread_id,
-            self._keys.ledger_task_range(place.prefix),
-            place.prefix,
-            place.start_member,
-        )
-        if read.unindexed:  # put the index back together (an empty record re-indexes a field)
-            token = held_token(self._keys.prefix, place.thread_id)
-            args: list[Any] = [self.saver.core.ttl_arg, token]
-            args += [x for field in read.unindexed for x in (field, "", "", "")]
-            yield Script("ledger_write", self._keys.thread(place.thread_id).with_twins(), args)
-        found = executions(read.entries, read.voided)
-        others = [cid for cid in read.newest if cid != place.now.start]
-        saved_since = created_at(others[0]) if others else None
-        chosen = choose(found, place.now, read.saved, lineage, saved_since)
-        ctx.execution = chosen.name if chosen is not None else new_name(found, place.now)
-        ctx.entries = {e.field: e for e in read.entries if e.execution == ctx.execution}
-        ctx.ledger_damaged = read.damaged
-        for e in ctx.entries.values():
-            if e.damage:
-                logger.error(
-                    "langgraph-durable: ledger entry %r of thread %r is damaged (%s); its "
-                    "outcome is treated as unknown",
-                    e.field,
-                    place.thread_id,
-                    e.damage,
-                )
 
     def _prepare_parallel(
         self, ctx: _TaskContext, message_calls: list[dict[str, Any]], lineage: Lineage
@@ -393,7 +258,7 @@ class LedgerPlans:
         # The answers this call was made from are settled by its intent (journal.py).
         settled, ctx.unsettled = [replace(e, settled=True) for e in ctx.unsettled], []
         yield from self._write(
-            site.thread_id, [intent, *settled], replacing=[entry] if entry else []
+            site.thread_id, [intent], replacing=[entry] if entry else [], settle=settled
         )
         self._settled(site.thread_id, settled)
         return _Decision(replay=False, key=key, entry=intent)
@@ -454,10 +319,6 @@ class LedgerPlans:
             idempotency_key=key,
             reason=reason,
         )
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
 
 
 def _replaced(entry: LedgerEntry, message_calls: list[dict[str, Any]]) -> bool:

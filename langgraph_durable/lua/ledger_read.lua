@@ -10,7 +10,7 @@
 -- Returns { {keys of the wrong type...}, damaged (1 if a ledger key was ever moved
 -- aside as damaged, so entries may be missing), {field, record or false, ...},
 -- {fields of records the index lacks}, {starting checkpoints still saved},
--- {rolled-back-run field, record, ...}, {the two newest checkpoint members of the
+-- {rolled-back-run field, record, ...}, {the 8 newest checkpoint members of the
 -- task's namespace} } (with "fields": {field, ...} for the third; the last three empty
 -- without ARGV 5)
 local index_ok = usable(K_LGX, 'zset')
@@ -42,7 +42,7 @@ if (ARGV[5] or '') ~= '' then
   if usable(K_CPS, 'zset') then
     -- members are "ns \0 id": the namespace's are the range [ns\0, ns\1)
     local upper = '(' .. string.sub(ARGV[5], 1, #ARGV[5] - 1) .. '\1'
-    newest = redis.call('ZREVRANGEBYLEX', KEYS[K_CPS], upper, '[' .. ARGV[5], 'LIMIT', 0, 2)
+    newest = redis.call('ZREVRANGEBYLEX', KEYS[K_CPS], upper, '[' .. ARGV[5], 'LIMIT', 0, 8)
     local seen = {}
     for i = 1, #fields do
       local execution = string.match(string.sub(fields[i], #ARGV[4] + 1), '^([^%z]*)%z')

@@ -5,12 +5,17 @@ itself the NTH time it reaches POINT.
 
     python -m tests.workers.branch_worker URL PREFIX EFFECTS DURABILITY \
         toolnode|create_agent|prompt FIRST POLICIES_JSON [POINT NTH]
+    python -m tests.workers.branch_worker turns URL PREFIX EFFECTS DURABILITY
 
 ``prompt`` journals a prompt chain (``ledger.model(prompt | model)``) called with the
 prompt's variables. With ``RUN_ID`` set, every run carries it as LangGraph Server's run id,
 except the runs answering an interrupt, which get fresh ids (the server answers with a
 new run). Points: model_start, model_answered, after_journal, lookup, email_start,
 email_after_effect, charge_after_effect. Escalations are answered from the effect file.
+``turns`` runs two turns ("a", then "b") of a ``TurnModel`` agent on thread "t" and exits.
+With ``HOLD_PUTS`` set, every checkpoint put of the worker waits (up to a minute, far
+longer than it lives): under durability "async" its checkpoints queue up, as behind a
+slow Redis, and its SIGKILL loses them all.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import json
 import os
 import signal
 import sys
+import threading
 import uuid
 from typing import Any
 
@@ -66,6 +72,42 @@ class ScriptModel(BaseChatModel):
         message = AIMessage(content=f"r{rounds} {fresh}", tool_calls=calls)
         hook("model_answered")
         return ChatResult(generations=[ChatGeneration(message=message)])
+
+
+class TurnModel(BaseChatModel):
+    """Charges once for each question (arguments worded anew), then says it is done."""
+
+    calls: int = 0
+
+    @property
+    def _llm_type(self) -> str:
+        return "turn-script"
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+        return self
+
+    def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kw: Any) -> Any:
+        self.calls += 1
+        if isinstance(messages[-1], HumanMessage):
+            args = {"q": f"for {messages[-1].content} {uuid.uuid4().hex[:4]}"}
+            call = {"name": "charge", "args": args, "id": f"c{uuid.uuid4().hex[:6]}"}
+            message = AIMessage(content="charging", tool_calls=[call])
+        else:
+            message = AIMessage(content=f"done {self.calls}")
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+
+def two_turns(url: str, prefix: str, effects_path: str, durability: str) -> None:
+    from tests.helpers.journal_agent import toolnode_graph
+
+    effects = Effects(effects_path)
+    with RedisSaver.from_conn_string(url, key_prefix=prefix) as saver:
+        graph = toolnode_graph(ToolLedger(saver), TurnModel(), make_tools(effects)).compile(
+            checkpointer=saver
+        )
+        config = {"configurable": {"thread_id": "t"}}
+        for question in ("a", "b"):
+            graph.invoke({"messages": [HumanMessage(question)]}, config, durability=durability)
 
 
 def make_tools(effects: Effects) -> list[StructuredTool]:
@@ -148,7 +190,22 @@ def next_input(state: Any, effects: Effects) -> Any:
     return "done"
 
 
+def hold_puts() -> None:
+    put, never = RedisSaver.put, threading.Event()
+
+    def held(self: RedisSaver, *args: Any, **kwargs: Any) -> Any:
+        never.wait(60)  # the worker is killed long before
+        return put(self, *args, **kwargs)
+
+    RedisSaver.put = held  # type: ignore[method-assign]
+
+
 def main(argv: list[str]) -> None:
+    if os.environ.get("HOLD_PUTS"):
+        hold_puts()
+    if argv[0] == "turns":
+        two_turns(*argv[1:5])
+        return
     url, prefix, effects_path, durability, kind, first, policies = argv[:7]
     if len(argv) >= 9:
         KILL["point"], KILL["nth"] = argv[7], int(argv[8])

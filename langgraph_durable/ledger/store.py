@@ -1,0 +1,205 @@
+"""The ledger's records in Redis: read a place's entries, write entries.
+
+Owns the ledger's Redis conversation (``ledger_read.lua``, ``ledger_write.lua``): one
+read per task attempt, which also brings what ``executions.py`` needs to tell which
+execution the attempt belongs to (the starting checkpoints still saved, the runs rolled
+back, the namespace's newest checkpoints), and one write per change. Rules it keeps:
+  * Nothing in a record is used before it verifies (``entries.open_entry``); a read
+    also finds entries whose index member was lost and puts the index back together.
+  * Every write carries this context's fencing token, like checkpoint writes; a damaged
+    record that is replaced goes to the quarantine first.
+  * A write of a run's entries adds the thread to the run's index in the same round
+    trip, so a rollback finds it even if the run saved no checkpoint (``rollback.py``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from langgraph_durable import saved_here
+from langgraph_durable.fencing import held_token
+from langgraph_durable.keys import KeySchema
+from langgraph_durable.ledger.entries import (
+    _LEDGER,
+    DAMAGED,
+    LedgerEntry,
+    open_entry,
+    seal_entry,
+)
+from langgraph_durable.ledger.executions import (
+    Lineage,
+    choose,
+    created_at,
+    executions,
+    new_name,
+)
+from langgraph_durable.ledger.rollback import voided_runs
+from langgraph_durable.ledger.sites import _TaskContext
+from langgraph_durable.ops import Plan, Script
+
+logger = logging.getLogger("langgraph_durable")
+
+
+@dataclass
+class _Read:
+    """What one ledger read found (``LedgerPlans._read``)."""
+
+    entries: list[LedgerEntry]
+    damaged: bool  # a ledger key was ever moved aside: entries may be missing
+    unindexed: list[bytes]
+    saved: set[str]  # starting checkpoints of the place's executions still saved
+    voided: set[str]  # runs rolled back
+    newest: list[str]  # the ids of the two newest checkpoints of the task's namespace
+
+
+class LedgerStore:
+    """Reads and writes of ``ToolLedger`` (its setting: the saver)."""
+
+    saver: Any
+
+    @property
+    def _keys(self) -> KeySchema:
+        return self.saver.core.keys  # type: ignore[no-any-return]
+
+    def _read(
+        self, thread_id: str, bounds: tuple[str, str], prefix: str = "", start_member: str = ""
+    ) -> Plan[_Read]:
+        """Entries within ``bounds`` (whose fields start with ``prefix``), also those whose
+        index member was lost; whether the ledger was ever damaged; the fields of those
+        the index lost (``_load`` re-indexes them). With ``start_member`` (one task's
+        read), also which executions' starting checkpoints are saved, and the runs rolled
+        back (executions.py)."""
+        tk = self._keys.thread(thread_id)
+        void_min, void_max = self._keys.ledger_void_range()
+        wrongtype, damaged, flat, unindexed, saved, voids, newest = yield Script(
+            "ledger_read", tk.with_twins(), [*bounds, "", prefix, start_member, void_min, void_max]
+        )
+        if wrongtype:
+            logger.error(
+                "langgraph-durable: ledger keys of thread %r hold the wrong type: %s",
+                thread_id,
+                [k.decode() if isinstance(k, bytes) else k for k in wrongtype],
+            )
+        entries = []
+        for i in range(0, len(flat), 2):
+            if self._keys.ledger_void_run(flat[i]) is not None:
+                voids += flat[i : i + 2]  # a whole-ledger read holds them among the entries
+                continue
+            try:
+                entries.append(open_entry(self.saver.core, thread_id, flat[i], flat[i + 1] or None))
+            except (ValueError, UnicodeDecodeError):  # not a field we wrote
+                logger.error("langgraph-durable: malformed ledger field %r", flat[i])
+        if unindexed:
+            logger.error(
+                "langgraph-durable: the ledger index of thread %r lost %d entries whose "
+                "records are still there (eviction, a bad restore?): read from the records",
+                thread_id,
+                len(unindexed),
+            )
+            entries.sort(key=lambda e: e.field)  # in index order, as if nothing was lost
+        voided = voided_runs(self.saver.core, thread_id, voids)
+        if voided:
+            entries = [replace(e, rolled_back=e.run_id in voided) for e in entries]
+        newest_ids = []
+        for member in newest:
+            try:
+                newest_ids.append(self._keys.parse_checkpoint_member(member)[1])
+            except (ValueError, UnicodeDecodeError):
+                continue  # a damaged index member: no time to read from it
+        saved_starts = {_text(s) for s in saved}
+        return _Read(entries, bool(damaged), list(unindexed), saved_starts, voided, newest_ids)
+
+    def _write(
+        self,
+        thread_id: str,
+        entries: Iterable[LedgerEntry],
+        replacing: Iterable[LedgerEntry] = (),
+        settle: Iterable[LedgerEntry] = (),
+    ) -> Plan[list[LedgerEntry]]:
+        """Store entries; the bytes of any damaged record they replace go to quarantine.
+        ``settle``: settled copies of model answers, each written only if its record is
+        still the one the copy was made from (``ledger_settle.lua``). Returns the entries
+        as written (``seen`` set)."""
+        entries = list(entries)
+        tk = self._keys.thread(thread_id)
+        core = self.saver.core
+        token = held_token(self._keys.prefix, thread_id)
+        damaged = {e.field: e.damage for e in replacing if e.state == DAMAGED}
+        args: list[Any] = [core.ttl_arg, token]
+        run_ids: set[str] = set()
+        written = []
+        for entry in entries:
+            if entry.run_id:
+                run_ids.add(entry.run_id)
+            reason = damaged.get(entry.field) or ""
+            record = seal_entry(core, thread_id, entry)
+            args += [
+                entry.field,
+                record,
+                self._keys.quarantine_field(_LEDGER, entry.field) if reason else "",
+                reason,
+            ]
+            written.append(replace(entry, seen=hashlib.sha1(record).hexdigest()))
+        settling: list[Any] = [core.ttl_arg, token]
+        for entry in settle:
+            if entry.seen is not None:
+                settling += [entry.field, entry.seen, seal_entry(core, thread_id, entry)]
+        commands = [Script("ledger_write", tk.with_twins(), args)] if entries else []
+        if len(settling) > 2:
+            commands.append(Script("ledger_settle", tk.with_twins(), settling))
+        if not commands:
+            return written
+        # A run that recorded calls is in the run index, so a rollback finds the thread
+        # even if the run saved no checkpoint there (rollback.py).
+        ahead = tuple(c for r in sorted(run_ids) for c in core.run_index.ahead(r, thread_id))
+        _, acked = yield from core.write_round_trip(commands, raising=True, ahead=ahead)
+        core.replicated(tk, acked)
+        return written
+
+    def _load(self, ctx: _TaskContext, lineage: Lineage) -> Plan[None]:
+        """Read the task's entries (one round trip), decide which execution the task
+        attempt belongs to (executions.py) and keep that execution's entries."""
+        place = ctx.place
+        read = yield from self._read(
+            place.thread_id,
+            self._keys.ledger_task_range(place.prefix),
+            place.prefix,
+            place.start_member,
+        )
+        if read.unindexed:  # put the index back together (an empty record re-indexes a field)
+            token = held_token(self._keys.prefix, place.thread_id)
+            args: list[Any] = [self.saver.core.ttl_arg, token]
+            args += [x for field in read.unindexed for x in (field, "", "", "")]
+            yield Script("ledger_write", self._keys.thread(place.thread_id).with_twins(), args)
+        found = executions(read.entries, read.voided)
+        prefix, now = self._keys.prefix, place.now
+        # The newest checkpoint no run of this process saved: its own resumed run's are
+        # no news about a crashed execution (executions.py rule 6).
+        others = [
+            cid
+            for cid in read.newest
+            if cid != now.start
+            and not saved_here.by_a_run_here(prefix, place.thread_id, now.start_ns, cid)
+        ]
+        saved_since = created_at(others[0]) if others else None
+        chosen = choose(found, now, read.saved, lineage, saved_since)
+        ctx.execution = chosen.name if chosen is not None else new_name(found, place.now)
+        ctx.entries = {e.field: e for e in read.entries if e.execution == ctx.execution}
+        ctx.ledger_damaged = read.damaged
+        for e in ctx.entries.values():
+            if e.damage:
+                logger.error(
+                    "langgraph-durable: ledger entry %r of thread %r is damaged (%s); its "
+                    "outcome is treated as unknown",
+                    e.field,
+                    place.thread_id,
+                    e.damage,
+                )
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
