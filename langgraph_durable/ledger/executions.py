@@ -62,8 +62,11 @@ every call (a timestamp) make case 6 ask the model again. Case 6 compares the cl
 the worker that recorded with the one that created a checkpoint: skewed clocks between
 workers (seconds) can hide a checkpoint saved just after a crash. And a process cannot
 tell its own runs' checkpoints apart, so an exit run's end is no news to the process
-that ran it: the same request on an ``update_state`` branch there continues it.
-Pure functions; ``plans.py`` reads what they need in the task's one ledger read.
+that ran it: the same request on an ``update_state`` branch there continues it. A fork
+that crashed under ``exit`` saved nothing: sending the fork again is a new fork (case 4;
+LangGraph forks again too), so its calls run again; fork under ``sync`` or ``async``
+where tools have effects.
+Pure functions; ``store.py`` reads what they need in the task's one ledger read.
 """
 
 from __future__ import annotations
