@@ -46,14 +46,14 @@ logger = logging.getLogger("langgraph_durable")
 
 @dataclass
 class _Read:
-    """What one ledger read found (``LedgerPlans._read``)."""
+    """What one ledger read found (``LedgerStore._read``)."""
 
     entries: list[LedgerEntry]
     damaged: bool  # a ledger key was ever moved aside: entries may be missing
     unindexed: list[bytes]
     saved: set[str]  # starting checkpoints of the place's executions still saved
     voided: set[str]  # runs rolled back
-    newest: list[str]  # the ids of the two newest checkpoints of the task's namespace
+    newest: list[str]  # the ids of the 8 newest checkpoints of the task's namespace
 
 
 class LedgerStore:

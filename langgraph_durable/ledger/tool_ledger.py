@@ -19,8 +19,10 @@ The superstep and task path are stable when a task is replayed, also when
 ``tool_call_id`` is not part of it (providers reuse ids such as ``call_0``).
 
 Where each part lives: ``entries.py`` (what an entry holds, its record), ``sites.py``
-(where a call is recorded), ``plans.py`` (the Redis conversation and each attempt's
-decision), ``divergence.py`` (calls that differ from the recorded ones), ``policies.py``
+(where a call is recorded), ``executions.py`` (which recorded calls a task attempt
+continues: forks, rollbacks and crashes told apart), ``store.py`` (the Redis
+conversation), ``plans.py`` (each attempt's decision), ``rollback.py`` (rolled-back
+runs), ``divergence.py`` (calls that differ from the recorded ones), ``policies.py``
 (a call's policy, from ``policies=`` or its tool's hints), ``running.py`` (task
 attempts, escalations, the sync and async shells), ``durable.py`` (``@durable``),
 ``journal.py`` (model calls journaled at their place), ``journaled_model.py``
