@@ -24,6 +24,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
 
 from langgraph_durable import AsyncRedisSaver, InvalidConfigError, RedisSaver, ToolLedger
+from langgraph_durable.keys import KeySchema
 from tests.helpers.journal_agent import (
     AgentState,
     RandomModel,
@@ -665,3 +666,28 @@ def test_an_answer_dropped_by_an_operator_stays_dropped_when_a_later_step_settle
     assert dropped.state == "dropped" and [d[:2] for d in dropped.drops] == [("ops", "rude")]
     with pytest.raises(InvalidConfigError, match="reason"):
         ToolLedger(saver).drop("t", str(answer.idempotency_key), reason=123)  # type: ignore[arg-type]
+
+
+def test_a_rollback_record_expires_copies_and_goes_with_its_thread(
+    redis_url: str, key_prefix: str, redis_client: Any, tmp_path: Any
+) -> None:
+    """The void record of a rolled-back run lives in the thread's ledger keys: it has the
+    thread's ttl, a copy of the thread keeps the run rolled back, delete_thread takes it."""
+    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix, ttl=600) as saver:
+        effects = Effects(str(tmp_path / "effects"))
+        crash = CrashOnce("after_journal", armed=False)
+        model = OrderModel(hook=crash)
+        graph = trade_agent(ToolLedger(saver), model, effects, saver)
+        graph.invoke({"messages": [HumanMessage("hello")]}, thread("r0"))
+        crash.arm()
+        with pytest.raises(Crash):
+            graph.invoke({"messages": [HumanMessage("buy 100 ACME")]}, thread("r1"))
+        saver.delete_for_runs(["r1"])
+        tk = saver.keys.thread("t")
+        void = KeySchema.ledger_void_field("r1")
+        assert redis_client.hexists(tk.lg, void) and 0 < redis_client.ttl(tk.lg) <= 600
+        saver.copy_thread("t", "copy")
+        copied = ToolLedger(saver).entries("copy")
+        assert {e.run_id for e in copied if e.rolled_back} == {"r1"}
+        saver.delete_thread("t")
+        assert not redis_client.exists(tk.lg, tk.lgx)

@@ -27,13 +27,13 @@ import msgpack
 
 from langgraph_durable.errors import RecordDamagedError
 from langgraph_durable.keys import KeySchema, ThreadKeys
+from langgraph_durable.ledger.entries import _LEDGER  # void records are ledger records
 from langgraph_durable.ops import Batch, Plan
 
 if TYPE_CHECKING:
     from langgraph_durable.codec import RecordCodec
 
 logger = logging.getLogger("langgraph_durable")
-_LEDGER = "lg"  # the record kind of ledger entries (entries.py): void records share it
 
 
 def void_runs(codec: RecordCodec, tk: ThreadKeys, run_ids: set[str]) -> Plan[None]:
