@@ -10,7 +10,8 @@ Owns the compressed form of a channel value or pending write. Rules it keeps:
     never over ``MAX_BYTES`` (Redis's largest value, so no more than an uncompressed
     record could make a reader hold): a damaged or hostile record cannot become a
     decompression bomb. A reader without this module refuses the type (damage that may
-    be configuration, never misread).
+    be configuration, never misread). A zstd frame header that states another size is
+    refused before anything is allocated.
   * zstd (``zstandard``, a dependency), else zlib from the standard library; a reader
     without zstandard reports zstd records as configuration, never as damage.
 """
@@ -67,6 +68,17 @@ def _zstd_decompressor() -> Any:
     return decompressor
 
 
+def _zstd_bounded(data: bytes, size: int) -> bytes:
+    """At most ``size`` + 1 bytes of a zstd frame. The one-shot ``decompress`` allocates
+    what a frame's header states, whatever ``max_output_size`` asks, so a header is
+    checked against ``size`` and the frame is read as a stream that stops past it."""
+    stated = zstandard.frame_content_size(data)
+    if stated not in (-1, size):  # -1: the frame does not state its size
+        raise ValueError(f"frame states {stated} bytes")
+    with _zstd_decompressor().stream_reader(data, read_across_frames=False) as reader:
+        return reader.read(size + 1)  # type: ignore[no-any-return]
+
+
 class Compression:
     """Compresses values on write with one algorithm; decompresses any it knows."""
 
@@ -115,7 +127,7 @@ class Compression:
             )
         try:
             if algorithm == "zstd":
-                out = _zstd_decompressor().decompress(bytes(data), max_output_size=size)
+                out = _zstd_bounded(bytes(data), size)
             else:
                 inflater = zlib.decompressobj()
                 out = inflater.decompress(bytes(data), size)

@@ -196,10 +196,26 @@ def _with_retry(options: Mapping[str, Any], *, asyncio: bool) -> dict[str, Any]:
     return {"retry": client_retry(asyncio=asyncio), **options}
 
 
+def check_url(url: str) -> None:
+    """``ConfigurationError`` naming what redis-py cannot read in ``url`` (scheme, port,
+    host, a query option), before any client is made: redis-py raises a bare
+    ``ValueError`` for these."""
+    if not isinstance(url, str):
+        raise ConfigurationError(f"a Redis URL must be a string, got {type(url).__name__}")
+    if is_sentinel_url(url):
+        parse_sentinel_url(url)
+        return
+    try:
+        redis.connection.parse_url(url)
+    except ValueError as exc:
+        raise ConfigurationError(f"bad Redis URL {redact_url(url)}: {exc}") from None
+
+
 def sync_client(
     saver_cls: type, url: str, *, cluster: bool, options: Mapping[str, Any]
 ) -> redis.Redis | redis.cluster.RedisCluster:
     """A ``redis.Redis`` (or ``RedisCluster``) for ``url`` with the client ``options``."""
+    check_url(url)
     saver_names = keywords(saver_cls) - _NOT_OPTIONS | {"cluster"}
     if is_sentinel_url(url):
         master: redis.Redis = _sentinel_client(url, options, asyncio=False, saver_names=saver_names)
@@ -236,6 +252,7 @@ def async_client(
     """A ``redis.asyncio`` client for ``url``: a blocking pool of ``max_connections``
     (a call waits up to 20 s for a free connection unless ``timeout`` says otherwise),
     a cluster client, or the master a ``redis+sentinel://`` URL's sentinels name."""
+    check_url(url)
     saver_names = keywords(saver_cls) - _NOT_OPTIONS | {"cluster", "max_connections"}
     if is_sentinel_url(url):
         # redis-py's sentinel pool does not block when full: capped only if asked to.

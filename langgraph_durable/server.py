@@ -21,7 +21,9 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from langgraph_durable.aio import AsyncRedisSaver
+from langgraph_durable.connect import check_url
 from langgraph_durable.embedded import resolve_url
+from langgraph_durable.errors import ConfigurationError
 from langgraph_durable.settings import saver_options
 
 
@@ -34,6 +36,11 @@ async def checkpointer() -> AsyncIterator[AsyncRedisSaver]:
             ``REDIS_URL`` is set and no Redis server can be started.
     """
     options = saver_options(os.environ)  # bad settings fail before any I/O
+    if os.environ.get("REDIS_URL"):
+        try:
+            check_url(os.environ["REDIS_URL"])
+        except ConfigurationError as exc:
+            raise ConfigurationError(f"REDIS_URL: {exc}") from None
     # Starting the embedded server blocks (a subprocess, then waiting for it to answer),
     # which LangGraph Server refuses on its event loop.
     url = await asyncio.to_thread(resolve_url)

@@ -277,6 +277,35 @@ def test_a_bad_setting_is_named(name: str, value: str, message: str) -> None:
         assert value not in str(raised.value)  # a key is never shown
 
 
+@pytest.mark.parametrize(
+    "url, message",
+    [
+        ("localhost:6379", "must specify one of the following schemes"),
+        ("redis://:hunter2@localhost:port/0", "Port could not be cast"),
+        ("redis://localhost:99999999/0", "Port out of range"),
+        ("redis://localhost/0?socket_timeout=soon", "Invalid value for 'socket_timeout'"),
+        ("redis+sentinel://localhost:26379/mymaster?x=1", "takes no query options"),
+    ],
+)
+async def test_a_malformed_redis_url_is_named(
+    url: str, message: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("REDIS_URL", url)
+    with pytest.raises(ConfigurationError, match=f"^REDIS_URL: .*{message}") as raised:
+        async with checkpointer():
+            pass
+    assert "hunter2" not in str(raised.value)  # a password is never shown
+
+
+async def test_a_malformed_url_given_to_the_saver_is_a_configuration_error() -> None:
+    with pytest.raises(ConfigurationError, match="bad Redis URL redis://localhost:port"):
+        with RedisSaver.from_conn_string("redis://localhost:port"):
+            pass
+    with pytest.raises(ConfigurationError, match="bad Redis URL redis://localhost:port"):
+        async with AsyncRedisSaver.from_conn_string("redis://localhost:port"):
+            pass
+
+
 def test_prune_takes_the_servers_name_for_delete(saver: RedisSaver) -> None:
     config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
     saver.put(config, _checkpoint(), {}, {})
