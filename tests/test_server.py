@@ -298,9 +298,11 @@ async def test_a_malformed_redis_url_is_named(
 
 
 async def test_a_malformed_url_given_to_the_saver_is_a_configuration_error() -> None:
-    with pytest.raises(ConfigurationError, match="bad Redis URL redis://localhost:port"):
-        with RedisSaver.from_conn_string("redis://localhost:port"):
-            pass
+    with (
+        pytest.raises(ConfigurationError, match="bad Redis URL redis://localhost:port"),
+        RedisSaver.from_conn_string("redis://localhost:port"),
+    ):
+        pass
     with pytest.raises(ConfigurationError, match="bad Redis URL redis://localhost:port"):
         async with AsyncRedisSaver.from_conn_string("redis://localhost:port"):
             pass
