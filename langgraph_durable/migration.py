@@ -37,7 +37,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from langgraph_durable.base import BaseRedisSaver
 from langgraph_durable.core import SaverCore
-from langgraph_durable.errors import ConfigurationError
+from langgraph_durable.errors import ConfigurationError, RecordDamagedError
 from langgraph_durable.ops import Batch, Plan
 from langgraph_durable.reports import MigrationReport, ThreadMigration
 
@@ -133,6 +133,12 @@ def why_it_stopped(exc: BaseException) -> str:
     if retry_may_help(exc):
         return "run the same command again to continue: what is in Redis already is skipped"
     text = str(exc)
+    if isinstance(exc, RecordDamagedError) and "refused" in text:
+        return (
+            "a source row names a type the saver does not construct: it is not run. If it "
+            "is a type of your graph's state, name it with --allow-type MODULE:NAME "
+            "(allowed_types= in Python)"
+        )
     if "unknown command" in text.lower() and any(m in text for m in ("FT.", "JSON.")):
         return (
             "running it again will not help: the source's saver needs Redis modules its "

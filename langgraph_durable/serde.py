@@ -90,6 +90,25 @@ def default_serde(allowed_types: AllowedTypes = ()) -> JsonPlusSerializer:
     return serde.with_msgpack_allowlist(allowed) if allowed else serde
 
 
+class DataOnlySerializer:
+    """A serializer for rows another checkpointer stored (a migration source): they are
+    data, never code. Writes as LangGraph's strict serializer; reads through ``load``, so
+    a row naming a type outside LangGraph's safe types and ``allowed_types`` (``os.system``,
+    a ``pickle`` or ``json`` row) raises ``RecordDamagedError`` instead of being built:
+    the migrating process holds the Redis credentials and the signing key."""
+
+    def __init__(self, allowed_types: AllowedTypes = ()) -> None:
+        self.inner = default_serde(allowed_types)
+        self._accepted = accepted_types(self.inner)
+
+    def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+        return self.inner.dumps_typed(obj)
+
+    def loads_typed(self, data: tuple[str, bytes]) -> Any:
+        type_, raw = data
+        return load(self.inner, type_, raw, self._accepted)
+
+
 def warn_if_permissive(serde: SerializerProtocol, *, signed: bool) -> None:
     """A user-supplied serializer that constructs any type a record names is the user's
     choice; say once what it means when nothing authenticates the records."""

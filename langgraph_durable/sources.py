@@ -12,6 +12,10 @@ need, and the errors they raise (``MigrationSourceError``, one line, password ma
   * ``module:factory``: ``factory()`` returns a ``BaseCheckpointSaver`` or a context
     manager of one (``module`` is imported with the current directory on ``sys.path``,
     as uvicorn does); an attribute that is a saver already is used as it is.
+A PostgreSQL or SQLite source reads its rows with ``serde.DataOnlySerializer``: a row
+naming a type outside LangGraph's safe types (and ``allowed_types``) stops the migration
+as damage instead of being constructed. A factory's saver keeps the serializer its
+author gave it (their code runs anyway).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from langgraph_durable.errors import MigrationSourceError
 from langgraph_durable.redact import redact, redact_url
+from langgraph_durable.serde import AllowedTypes, DataOnlySerializer
 
 __all__ = ["open_source"]
 
@@ -38,8 +43,9 @@ _SQLITE = "sqlite:///"
 
 
 @contextmanager
-def open_source(spec: str) -> Iterator[BaseCheckpointSaver]:
-    """The checkpointer ``spec`` names, open for the block (closed after it).
+def open_source(spec: str, allowed_types: AllowedTypes = ()) -> Iterator[BaseCheckpointSaver]:
+    """The checkpointer ``spec`` names, open for the block (closed after it). A database
+    source constructs only LangGraph's safe types and ``allowed_types`` from its rows.
 
     Raises:
         MigrationSourceError: ``spec`` is none of the forms above, its package is not
@@ -49,8 +55,10 @@ def open_source(spec: str) -> Iterator[BaseCheckpointSaver]:
     with ExitStack() as stack:
         if spec.startswith(_POSTGRES):
             saver = _enter(stack, _postgres(spec), spec)
+            saver.serde = DataOnlySerializer(allowed_types)
         elif spec.startswith(_SQLITE) or _is_path(spec):
             saver = _sqlite(stack, spec.removeprefix(_SQLITE))
+            saver.serde = DataOnlySerializer(allowed_types)
         elif match := _FACTORY.match(spec):
             saver = _factory(stack, match["module"], match["attr"])
         else:

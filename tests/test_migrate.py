@@ -21,9 +21,10 @@ from typing import Any
 import pytest
 import redis
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from langgraph_durable import ConfigurationError, RedisSaver, migrate
+from langgraph_durable import ConfigurationError, RecordDamagedError, RedisSaver, migrate
 from langgraph_durable.migration import compare_thread
 from langgraph_durable.sources import open_source
 from tests.helpers.graphs import counter_graph
@@ -350,3 +351,68 @@ def test_a_target_with_keep_last_is_refused(
         pytest.raises(ConfigurationError, match="keep_last"),
     ):
         migrate(source, target)
+
+
+# -- a source is data, never code ---------------------------------------------------------
+class _Forging:
+    """A serializer that stores the value "FORGE" as a msgpack object naming
+    ``os.system``: what someone who can write to the source database could store."""
+
+    def __init__(self, real: Any, marker: Path) -> None:
+        import ormsgpack
+        from langgraph.checkpoint.serde.jsonplus import EXT_CONSTRUCTOR_SINGLE_ARG
+
+        self.real = real
+        call = ormsgpack.packb(("os", "system", f"touch {marker}"))
+        self.forged = "msgpack", ormsgpack.packb(ormsgpack.Ext(EXT_CONSTRUCTOR_SINGLE_ARG, call))
+
+    def dumps_typed(self, obj: Any) -> Any:
+        return self.forged if obj == "FORGE" else self.real.dumps_typed(obj)
+
+    def loads_typed(self, data: Any) -> Any:
+        return self.real.loads_typed(data)
+
+
+def _forge(saver: BaseCheckpointSaver, marker: Path) -> None:
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    saver.serde = _Forging(saver.serde, marker)  # type: ignore[assignment]
+    cfg = {"configurable": {"thread_id": "evil", "checkpoint_ns": ""}}
+    saved = saver.put(cfg, empty_checkpoint(), {"source": "input", "step": -1}, {})
+    saver.put_writes(saved, [("messages", "FORGE")], "task-1")
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_a_source_row_naming_code_is_refused_not_run(
+    kind: str, tmp_path: Path, redis_url: str, key_prefix: str, request: pytest.FixtureRequest
+) -> None:
+    marker = tmp_path / "ran"
+    source = (
+        str(tmp_path / "forged.db") if kind == "sqlite" else request.getfixturevalue("postgres_url")
+    )
+    with _opened(kind, source) as written:
+        written.setup()
+        _forge(written, marker)
+    with open_source(source) as src:
+        with pytest.raises(RecordDamagedError, match="refused type os.system"):
+            src.get_tuple({"configurable": {"thread_id": "evil", "checkpoint_ns": ""}})
+    assert not marker.exists()
+    done = cli("--from", source, "--redis-url", redis_url, "--key-prefix", key_prefix)
+    assert done.returncode == 2, done.stderr
+    line = done.stderr.strip().splitlines()[-1]
+    assert "migration stopped" in line and "os.system" in line and "--allow-type" in line
+    assert "Traceback" not in done.stderr
+    assert not marker.exists(), "the migration ran code a source row named"
+    # the row works: LangGraph's permissive reader runs it (what the migration used)
+    with _opened(kind, source) as plain:
+        plain.serde = JsonPlusSerializer(allowed_msgpack_modules=True)
+        plain.get_tuple({"configurable": {"thread_id": "evil", "checkpoint_ns": ""}})
+    assert marker.exists()
+
+
+def _opened(kind: str, source: str) -> Any:
+    if kind == "sqlite":
+        return SqliteSaver.from_conn_string(source)
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    return PostgresSaver.from_conn_string(source)

@@ -150,10 +150,12 @@ def probe(url: str) -> None:
 
 
 @contextmanager
-def open_saver(redis_url: str | None, key_prefix: str) -> Iterator[RedisSaver]:
+def open_saver(
+    redis_url: str | None, key_prefix: str, allowed_types: tuple[tuple[str, str], ...] = ()
+) -> Iterator[RedisSaver]:
     """A saver for inspection: it never writes on a read (damage is reported, not moved),
     and deserializes with the saver's default serde, LangGraph's strict allowlist (no serde
-    is passed here on purpose)."""
+    is passed here on purpose) plus ``allowed_types``."""
     meta = click.get_current_context().meta
     url = checked_url(redis_url)
     probe(url)
@@ -163,6 +165,7 @@ def open_saver(redis_url: str | None, key_prefix: str) -> Iterator[RedisSaver]:
         cluster=meta.get("lgd_cluster", False),
         signing_key=meta.get("lgd_signing_key"),
         repair_on_read=False,
+        allowed_types=allowed_types,
     ) as saver:
         yield saver
 

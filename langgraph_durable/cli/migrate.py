@@ -40,6 +40,15 @@ from langgraph_durable.sources import open_source
     help="copy only this thread (repeat); default: every thread of the source",
 )
 @click.option("--no-verify", is_flag=True, help="do not compare the threads with the source")
+@click.option(
+    "--allow-type",
+    "allowed",
+    multiple=True,
+    metavar="MODULE:NAME",
+    callback=lambda _ctx, _param, value: tuple(_type_name(v) for v in value),
+    help="a type of your state to construct from the source's rows besides LangGraph's "
+    "safe types (repeat); a row naming any other type stops the migration",
+)
 def migrate(
     redis_url: str | None,
     key_prefix: str,
@@ -47,12 +56,16 @@ def migrate(
     source: str,
     thread_ids: tuple[str, ...],
     no_verify: bool,
+    allowed: tuple[tuple[str, str], ...],
 ) -> None:
     """Copy every thread of SOURCE (its whole history, pending writes and metadata) into
     Redis, then compare each with the source. Exit 1 if a thread differs. Interrupted?
     Run it again: what is in Redis already is skipped."""
     results: list[ThreadMigration] = []
-    with open_source(source) as src, open_saver(redis_url, key_prefix) as saver:
+    with (
+        open_source(source, allowed) as src,
+        open_saver(redis_url, key_prefix, allowed) as saver,
+    ):
         current = None
         try:
             ids = list(thread_ids) or source_thread_ids(src)
@@ -81,6 +94,13 @@ def migrate(
     out(as_json, data, lambda: _lines(data, verified=not no_verify))
     if not data["ok"]:
         sys.exit(1)
+
+
+def _type_name(text: str) -> tuple[str, str]:
+    module, _, name = text.partition(":")
+    if not (module and name):
+        raise click.BadParameter(f"expected MODULE:NAME, got {text!r}")
+    return module, name
 
 
 def _shown(thread_id: str | None) -> str:
