@@ -393,9 +393,11 @@ def test_a_source_row_naming_code_is_refused_not_run(
     with _opened(kind, source) as written:
         written.setup()
         _forge(written, marker)
-    with open_source(source) as src:
-        with pytest.raises(RecordDamagedError, match="refused type os.system"):
-            src.get_tuple({"configurable": {"thread_id": "evil", "checkpoint_ns": ""}})
+    with (
+        open_source(source) as src,
+        pytest.raises(RecordDamagedError, match="refused type os.system"),
+    ):
+        src.get_tuple({"configurable": {"thread_id": "evil", "checkpoint_ns": ""}})
     assert not marker.exists()
     done = cli("--from", source, "--redis-url", redis_url, "--key-prefix", key_prefix)
     assert done.returncode == 2, done.stderr
