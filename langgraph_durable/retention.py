@@ -55,8 +55,18 @@ class RetentionPlans(ReadPlans):
         for _ in range(PLAN_RETRIES):
             # The generation first: a write after it voids the deletion planned here.
             generation, cps, blob_fields, element_digests = yield Batch(
-                [("GET", tk.gen), ("HGETALL", tk.cp), ("HKEYS", tk.bl), ("HKEYS", tk.el)]
+                [("GET", tk.gen), ("HGETALL", tk.cp), ("HKEYS", tk.bl), ("HKEYS", tk.el)],
+                errors_as_values=True,
             )
+            if isinstance(generation, Exception):
+                generation = b""  # the wrong type: the deletion moves it aside first
+            if any(isinstance(r, Exception) for r in (cps, blob_fields, element_digests)):
+                logger.warning(
+                    "langgraph-durable: not pruning thread %r: a key of it has the wrong "
+                    "type (the next write moves it aside)",
+                    tk.thread_id,
+                )
+                return
             decoded: dict[str, _Decoded] = {}
             intact = True
             for raw_member, record in cps.items():

@@ -485,3 +485,39 @@ def test_a_key_of_the_wrong_type_is_moved_aside_and_the_graph_runs_on(
     assert saver.get_tuple(cfg("typed")).checkpoint["channel_values"]["value"] == 17
     saver.delete_thread("typed")
     assert not any(redis_client.exists(k) for k in tk.with_twins())
+
+
+@pytest.mark.parametrize(
+    "damage",
+    ["garbage", "out of range", "wrong type", "deleted", "an older copy"],
+)
+def test_a_damaged_write_generation_is_repaired_by_the_next_write(
+    saver: RedisSaver, redis_client: redis.Redis, damage: str
+) -> None:
+    """The generation holds nothing but a number every write increments: damaged, the
+    next write starts it again (it used to fail every write with Redis's raw "value is
+    not an integer or out of range"); a retention plan made before still does nothing."""
+    thread = f"gen-{damage}"
+    graph = graphs.counter_graph().compile(checkpointer=saver)
+    graph.invoke({"value": 1, "trail": []}, cfg(thread))
+    gen = saver.keys.thread(thread).gen
+    older = redis_client.get(gen)
+    graph.invoke({"value": 1, "trail": []}, cfg(thread))
+    if damage == "garbage":
+        redis_client.set(gen, b"\xffnot a number")
+    elif damage == "out of range":
+        redis_client.set(gen, str(2**63 - 1))
+    elif damage == "wrong type":
+        redis_client.delete(gen)
+        redis_client.hset(gen, "a", "b")
+    elif damage == "deleted":
+        redis_client.delete(gen)
+    else:
+        redis_client.set(gen, older)
+    saver.prune([thread], strategy="keep_latest")  # retention reads it too
+    before = len(list(saver.list(cfg(thread))))
+    graph.invoke({"value": 1, "trail": []}, cfg(thread))
+    assert len(list(saver.list(cfg(thread)))) > before  # the writes landed
+    assert int(redis_client.get(gen)) > 0  # a number again
+    saver.prune([thread], strategy="keep_latest")
+    assert len(list(saver.list(cfg(thread)))) == 1

@@ -52,12 +52,16 @@ end
 -- A write that may name a value or an element moves the thread's generation, so a
 -- retention deletion planned before it does nothing (delete_checkpoints.lua). A missing
 -- generation (a new thread, or its key evicted or deleted) starts from the server's
--- clock in microseconds, never from a number a plan may have read before.
+-- clock in microseconds, never from a number a plan may have read before. So does a
+-- damaged one (not an integer, or out of range): it holds nothing but that number, and
+-- every write would fail on it. One of the wrong type fails here, and `repairing` moves
+-- it aside.
 local function next_generation()
-  if redis.call('INCR', KEYS[K_GEN]) == 1 then  -- it was missing
-    local now = redis.call('TIME')
-    redis.call('SET', KEYS[K_GEN], now[1] .. string.format('%06d', now[2]))
-  end
+  local ok, n = pcall(redis.call, 'INCR', KEYS[K_GEN])
+  if ok and n ~= 1 then return end
+  if not ok and redis.call('TYPE', KEYS[K_GEN]).ok ~= 'string' then error(n) end
+  local now = redis.call('TIME')
+  redis.call('SET', KEYS[K_GEN], now[1] .. string.format('%06d', now[2]))
 end
 
 -- One writer per thread. A write carrying a fencing token is accepted only while that
