@@ -9,7 +9,10 @@ make ``T`` the Redis Cluster hash tag, so every key of a thread lives in one slo
     P:{T}:cp    HASH  checkpoint member -> enveloped checkpoint record
     P:{T}:wr    HASH  write member      -> enveloped pending-write record
     P:{T}:bl    HASH  ns SEP channel SEP version -> enveloped channel value
-    P:{T}:runs  HASH  checkpoint member -> run_id (for delete_for_runs)
+    P:{T}:runs  HASH  checkpoint member -> run_id (for delete_for_runs), and one
+                      ``LEDGER_RUN SEP run_id`` member per run that recorded ledger
+                      entries, so the thread's runs are all here (delete_thread takes
+                      the thread out of each run's index set)
     P:{T}:qt    HASH  quarantined (damaged) records, kept for forensics
     P:{T}:lg    HASH  ledger field -> enveloped tool-call ledger entry
     P:{T}:lgx   ZSET  ledger index, score 0, members == ledger fields:  ns SEP step
@@ -183,6 +186,7 @@ class LedgerField:
 # Ledger fields of rolled-back runs start with this: escaped components never hold
 # "\x01\x03", so no task's field can.
 _LEDGER_VOID = "\x01\x03void" + SEP
+_LEDGER_RUN = "\x01\x03ledger" + SEP
 
 
 class KeySchema:
@@ -323,6 +327,12 @@ class KeySchema:
     def ledger_void_field(run_id: str) -> str:
         """The ledger field that says run ``run_id`` was rolled back (ledger/rollback.py)."""
         return _LEDGER_VOID + _escape_component(run_id)
+
+    @staticmethod
+    def ledger_run_member(run_id: str) -> str:
+        """The ``runs`` member that says run ``run_id`` recorded ledger entries in the
+        thread (no checkpoint member starts with \x01: components are escaped)."""
+        return _LEDGER_RUN + _escape_component(run_id)
 
     @staticmethod
     def ledger_void_range() -> tuple[str, str]:

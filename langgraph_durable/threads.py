@@ -42,17 +42,25 @@ class ThreadPlans(RetentionPlans):
         self._recent_fields.forget(thread_id)
         self.run_index.forget(thread_id)
         tk = self.keys.thread(thread_id)
-        run_ids, unlinked = yield Batch(
-            [("HVALS", tk.runs), ("UNLINK", *tk.with_twins())], errors_as_values=True
+        # Its runs: those of its checkpoints and ledger entries, and those rolled back
+        # (their runs members are gone, their void records say them).
+        run_ids, voids, unlinked = yield Batch(
+            [
+                ("HVALS", tk.runs),
+                ("ZRANGEBYLEX", tk.lgx, *self.keys.ledger_void_range()),
+                ("UNLINK", *tk.with_twins()),
+            ],
+            errors_as_values=True,
         )
         if isinstance(unlinked, Exception):
             raise unlinked
-        if isinstance(run_ids, list) and run_ids:  # a damaged runs hash: entries stay, harmless
+        runs = {_label(r) for r in run_ids} if isinstance(run_ids, list) else set()
+        if isinstance(voids, list):  # a damaged key: its entries stay, harmless
+            runs |= {r for r in map(self.keys.ledger_void_run, voids) if r is not None}
+        if runs:
             yield Batch(
                 [],
-                ahead=tuple(
-                    ("SREM", self.keys.run(r), thread_id) for r in {_label(r) for r in run_ids}
-                ),
+                ahead=tuple(("SREM", self.keys.run(r), thread_id) for r in sorted(runs)),
             )
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> Plan[None]:
@@ -71,9 +79,11 @@ class ThreadPlans(RetentionPlans):
                 ("HGETALL", src.runs),
                 ("HGETALL", src.lg),
                 ("HGETALL", src.el),
+                ("PTTL", src.cp),
             ],
             errors_as_values=True,
         )
+        *replies, source_ttl = replies
         (cps, wrs, bls, runs, lgs, els), wrong = _wrong_type_as_empty(replies, ({},) * 6)
         for i in wrong:
             logger.error(
@@ -124,11 +134,22 @@ class ThreadPlans(RetentionPlans):
             except RecordDamagedError:
                 continue  # a manifest naming it reads as damaged, as in the source
             copied_els += [raw_digest, stored]
+        # The runs that recorded ledger entries (keys.ledger_run_member) go along.
+        ledger_runs = {
+            _label(m): _label(r)
+            for m, r in runs.items()
+            if _label(m) == self.keys.ledger_run_member(_label(r))
+        }
+        # The copy expires as the source does: a source waiting on an interrupt() has no
+        # expiry until its next checkpoint (see _prelude.lua arm), and neither has its copy.
+        waiting = bool(self.ttl) and source_ttl == -1
         restore = Script(
             "restore_records",
             dst.with_twins(),
             [
-                self.ttl_arg,
+                "persist" if waiting else self.ttl_arg,
+                len(ledger_runs),
+                *[x for pair in sorted(ledger_runs.items()) for x in pair],
                 len(copied_cps) // 3,
                 len(copied_wrs) // 2,
                 len(copied_lgs) // 2,
@@ -141,7 +162,7 @@ class ThreadPlans(RetentionPlans):
             ],
         )
         # The copy's checkpoints keep their run ids: their runs' index learns the copy.
-        copied_runs = {_label(r) for r in copied_cps[2::3] if r}
+        copied_runs = {_label(r) for r in copied_cps[2::3] if r} | set(ledger_runs.values())
         ahead = tuple(
             command
             for run_id in sorted(copied_runs)

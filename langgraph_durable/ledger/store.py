@@ -148,6 +148,10 @@ class LedgerStore:
         for entry in settle:
             if entry.seen is not None:
                 settling += [entry.field, entry.seen, seal_entry(core, thread_id, entry)]
+        # Each run goes in the thread's runs hash too (keys.py): delete_thread finds every
+        # run whose index set names the thread.
+        runs = [x for r in sorted(run_ids) for x in (self._keys.ledger_run_member(r), r)]
+        args[2:2] = [len(runs) // 2, *runs]
         commands = [Script("ledger_write", tk.with_twins(), args)] if entries else []
         if len(settling) > 2:
             commands.append(Script("ledger_settle", tk.with_twins(), settling))
@@ -172,7 +176,7 @@ class LedgerStore:
         )
         if read.unindexed:  # put the index back together (an empty record re-indexes a field)
             token = held_token(self._keys.prefix, place.thread_id)
-            args: list[Any] = [self.saver.core.ttl_arg, token]
+            args: list[Any] = [self.saver.core.ttl_arg, token, 0]
             args += [x for field in read.unindexed for x in (field, "", "", "")]
             yield Script("ledger_write", self._keys.thread(place.thread_id).with_twins(), args)
         found = executions(read.entries, read.voided)

@@ -33,12 +33,17 @@ local sent = ARGV[mode] == 'sent'
 -- A refused write leaves nothing behind: the values sent ahead of this script go again,
 -- unless the checkpoint is indexed already (a retried put whose first attempt went
 -- through). Safe: a changed channel's version has a random tail, unique to this checkpoint.
--- Elements stay: another checkpoint may name the same one (retention collects orphans).
+-- Elements stay: another checkpoint may name the same one (retention collects orphans),
+-- unless the thread has no checkpoint and no pending write (deleted during the run): then
+-- nothing names them, and they would stay with no expiry.
 local function refuse(err)
   if sent then
     local ok, indexed = pcall(redis.call, 'ZSCORE', KEYS[K_CPS], ARGV[3])
     if not (ok and indexed) then
       for i = mode + 1 + sent_elements, #ARGV do pcall(redis.call, 'HDEL', KEYS[K_BL], ARGV[i]) end
+      if redis.call('EXISTS', KEYS[K_CPS], KEYS[K_WR]) == 0 then
+        for i = mode + 1, mode + sent_elements do pcall(redis.call, 'HDEL', KEYS[K_EL], ARGV[i]) end
+      end
     end
   end
   return redis.error_reply(err)

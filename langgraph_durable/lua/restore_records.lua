@@ -1,14 +1,18 @@
 -- Write verified, re-sealed records into a thread in one call (copy_thread).
 -- KEYS: ThreadKeys.with_twins of the target thread (see _prelude.lua)
--- ARGV: 1 ttl, 2 number C of checkpoints, 3 number W of writes, 4 number L of ledger
---       entries, 5 number B of channel values, then C triples (checkpoint member,
---       record, run id), then W pairs (write member, record), then L pairs (ledger
---       field, record), then B pairs (blob field, record), then pairs (element digest,
---       element)
+-- ARGV: 1 ttl, or "persist" (the source waits on an interrupt(): no expiry, see arm),
+--       2 number R of ledger runs, then R pairs (runs member, run id), then the number
+--       C of checkpoints, number W of writes, number L of ledger entries, number B of
+--       channel values, then C triples (checkpoint member, record, run id), then W pairs
+--       (write member, record), then L pairs (ledger field, record), then B pairs (blob
+--       field, record), then pairs (element digest, element)
 repair(ARGV[1])
 next_generation()
-local c, w, l, b = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local i = 6
+local r = tonumber(ARGV[2])
+for j = 3, 2 + 2 * r, 2 do redis.call('HSET', KEYS[K_RUNS], ARGV[j], ARGV[j + 1]) end
+local at = 3 + 2 * r
+local c, w, l, b = tonumber(ARGV[at]), tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3])
+local i = at + 4
 for _ = 1, c do
   redis.call('HSET', KEYS[K_CP], ARGV[i], ARGV[i + 1])
   redis.call('ZADD', KEYS[K_CPS], 0, ARGV[i])
@@ -35,5 +39,5 @@ while i <= #ARGV do
   redis.call('HSET', KEYS[K_EL], ARGV[i], ARGV[i + 1])
   i = i + 2
 end
-touch(ARGV[1])
+if ARGV[1] == 'persist' then persist() else arm(ARGV[1]) end
 return c

@@ -1,0 +1,116 @@
+"""Every key a thread owns expires with it (``ttl``) and goes with it (``delete_thread``):
+after a copy (sync and async, as LangGraph Server copies threads), after a put refused
+because the thread was deleted during its run, and after a rollback."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import redis
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.types import Command
+
+from langgraph_durable import AsyncRedisSaver, RedisSaver
+from langgraph_durable.errors import DurableError
+from tests.helpers import graphs
+
+TTL = 600
+
+
+def config(thread_id: str) -> dict[str, Any]:
+    return {"configurable": {"thread_id": thread_id}}
+
+
+def thread_keys(saver: Any, client: redis.Redis, thread_id: str) -> list[str]:
+    tk = saver.keys.thread(thread_id)
+    return [k for k in tk.with_twins() if client.exists(k)]
+
+
+def assert_all_expire(saver: Any, client: redis.Redis, thread_id: str) -> None:
+    keys = thread_keys(saver, client, thread_id)
+    assert keys, "the thread has keys"
+    lasting = [k for k in keys if not 0 < client.ttl(k) <= TTL]
+    assert not lasting, f"keys of {thread_id!r} that never expire: {lasting}"
+
+
+def run_messages(saver: Any, thread_id: str) -> None:
+    graph = graphs.react_graph(rounds=2).compile(checkpointer=saver)
+    graph.invoke(graphs.react_input(), config(thread_id))
+
+
+def test_a_copy_expires_as_its_source_does(
+    redis_url: str, key_prefix: str, redis_client: redis.Redis
+) -> None:
+    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix, ttl=TTL) as saver:
+        run_messages(saver, "source")
+        assert_all_expire(saver, redis_client, "source")
+        saver.copy_thread("source", "copy")
+        assert_all_expire(saver, redis_client, "copy")
+        # a thread waiting on an interrupt() keeps its keys until answered; so does its copy
+        graph = graphs.approval_graph().compile(checkpointer=saver)
+        graph.invoke({"request": "r", "decision": ""}, config("waiting"))
+        assert redis_client.ttl(saver.keys.thread("waiting").cp) == -1
+        saver.copy_thread("waiting", "waiting-copy")
+        assert redis_client.ttl(saver.keys.thread("waiting-copy").cp) == -1
+        graph.invoke(Command(resume="yes"), config("waiting-copy"))
+        assert_all_expire(saver, redis_client, "waiting-copy")
+
+
+async def test_an_async_copy_expires_as_its_source_does(
+    redis_url: str, key_prefix: str, redis_client: redis.Redis
+) -> None:
+    async with AsyncRedisSaver.from_conn_string(redis_url, key_prefix=key_prefix, ttl=TTL) as s:
+        graph = graphs.react_graph(rounds=2).compile(checkpointer=s)
+        await graph.ainvoke(graphs.react_input(), config("source"))
+        await s.acopy_thread("source", "copy")
+        assert_all_expire(s, redis_client, "copy")
+
+
+class DeletedBeforeItsPut(RedisSaver):
+    """The server deletes the thread (DELETE /threads) between a step's pending writes
+    and its checkpoint."""
+
+    doomed_step = 1
+
+    def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        if metadata.get("step") == self.doomed_step:
+            self.delete_thread(config["configurable"]["thread_id"])
+        return super().put(config, checkpoint, metadata, new_versions)
+
+
+@pytest.mark.parametrize("ttl", [TTL, None])
+def test_a_put_refused_because_its_thread_was_deleted_leaves_no_key(
+    redis_url: str, key_prefix: str, redis_client: redis.Redis, ttl: int | None
+) -> None:
+    """The put is refused (its parent is gone); the elements it sent ahead of its script
+    do not stay behind with no expiry and no checkpoint to name them."""
+    with DeletedBeforeItsPut.from_conn_string(redis_url, key_prefix=key_prefix, ttl=ttl) as saver:
+
+        def answer(state: graphs.MessagesState) -> dict[str, Any]:
+            return {"messages": [AIMessage("one " * 50, id="a1")]}
+
+        graph = graphs.chain(graphs.MessagesState, ("answer", answer)).compile(checkpointer=saver)
+        with pytest.raises(DurableError):
+            graph.invoke({"messages": [HumanMessage("hi", id="h")]}, config("gone"))
+        assert saver.get_tuple(config("gone")) is None
+        left = thread_keys(saver, redis_client, "gone")
+        assert not left, f"keys of a deleted thread came back: {left}"
+
+
+@pytest.mark.parametrize("ttl", [TTL, None])
+def test_a_rolled_back_run_leaves_no_index_entry_once_its_thread_is_deleted(
+    redis_url: str, key_prefix: str, redis_client: redis.Redis, ttl: int | None
+) -> None:
+    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix, ttl=ttl) as saver:
+        graph = graphs.react_graph(rounds=1).compile(checkpointer=saver)
+        cfg = {"configurable": {"thread_id": "t", "run_id": "r1"}}
+        graph.invoke(graphs.react_input(), cfg)
+        run_set = saver.keys.run("r1")
+        assert redis_client.smembers(run_set) == {b"t"}
+        if ttl:
+            assert 0 < redis_client.ttl(run_set) <= ttl
+        saver.delete_for_runs(["r1"])
+        saver.delete_thread("t")
+        assert not redis_client.exists(run_set), "the run's index set outlived its thread"
+        assert not thread_keys(saver, redis_client, "t")
