@@ -4,6 +4,9 @@ Owns ``--redis-url``/``--cluster``/``--key-prefix``/``--json`` and the signing k
 (``common``), the saver a command reads through (``open_saver``: it never writes on a
 read, and uses the strict default serde), the command group that answers errors about
 reaching Redis or bad input in one line (exit 2, password masked), and text/JSON output.
+Text for a human goes through ``printable``: stored text (thread ids, messages, tool
+results, reasons) never reaches the terminal as control characters; ``--json`` keeps it
+exact (``json.dumps`` escapes them).
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
@@ -34,6 +38,30 @@ from langgraph_durable.settings import KEY_PREFIX_ENV, SIGNING_KEY_ENV, checked_
 from langgraph_durable.settings import signing_keys as env_signing_keys
 
 PROBE_TIMEOUT = 5.0  # seconds for the first PING to connect and answer
+
+# What a terminal acts on instead of showing: C0, DEL and C1 controls (ESC starts escape
+# sequences, CR rewrites a line, 0x9b is a one-byte CSI), line and paragraph separators,
+# and the bidi embeddings/overrides/isolates that reorder what follows them.
+_UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape(match: re.Match[str]) -> str:
+    char = match.group()
+    code = ord(char)
+    return _NAMED.get(char) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+
+
+def printable(text: object) -> str:
+    """``text`` for a terminal: every control character, bidi override or isolate and
+    line separator as a visible escape (``\\x1b``, ``\\n``, ``\\u202e``); other text, non-ASCII
+    included, as is. Backslashes are kept, so applying it twice changes nothing."""
+    return _UNSAFE.sub(_escape, str(text))
+
+
+def echo_error(message: str) -> None:
+    """One line on stderr, as every error the commands answer themselves."""
+    click.echo(f"langgraph-durable: {printable(message)}", err=True)
 
 
 def common(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -194,8 +222,11 @@ class _Cli(click.Group):
                 raise
             _unreachable(ctx, exc)
         except InvalidConfigError as exc:  # a THREAD that cannot be a thread id, say
-            click.echo(f"langgraph-durable: bad input: {' '.join(str(exc).split())}", err=True)
+            echo_error(f"bad input: {' '.join(str(exc).split())}")
             ctx.exit(2)
+        except click.ClickException as exc:  # click prints it: "no such thread '...'", say
+            exc.message = printable(exc.message)
+            raise
 
 
 def _unreachable(ctx: click.Context, exc: BaseException) -> None:
@@ -208,16 +239,18 @@ def _unreachable(ctx: click.Context, exc: BaseException) -> None:
         what = "cannot use Redis"
     where = f" at {redact_url(url)}" if url and not isinstance(exc, ConfigurationError) else ""
     message = " ".join(f"{what}{where}: {exc or type(exc).__name__}".split())  # one line
-    click.echo(f"langgraph-durable: {redact(message, url)}", err=True)
+    echo_error(redact(message, url))
     ctx.exit(2)
 
 
 def out(as_json: bool, data: Any, lines: Callable[[], list[str]]) -> None:
+    """``data`` as JSON (exact: json.dumps escapes controls), or ``lines`` for a human,
+    each made ``printable``: no line of ours needs a control character."""
     if as_json:
         click.echo(json.dumps(data, indent=2, default=str))
     else:
         for line in lines():
-            click.echo(line)
+            click.echo(printable(line))
 
 
 def out_table(
@@ -226,7 +259,10 @@ def out_table(
     """``rows`` as JSON, or as a text table of ``columns`` (header, cell of a row)."""
 
     def lines() -> list[str]:
-        cells = [[h for h, _ in columns]] + [[str(cell(r)) for _, cell in columns] for r in rows]
+        # escaped before measuring, so the columns line up with what is shown
+        cells = [[h for h, _ in columns]] + [
+            [printable(cell(r)) for _, cell in columns] for r in rows
+        ]
         widths = [max(len(r[i]) for r in cells) for i in range(len(columns))]
         return ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
 

@@ -15,7 +15,14 @@ from typing import Any
 import click
 
 from langgraph_durable import reply_codes
-from langgraph_durable.cli.common import _UNREACHABLE, common, open_saver, out
+from langgraph_durable.cli.common import (
+    _UNREACHABLE,
+    common,
+    echo_error,
+    open_saver,
+    out,
+    printable,
+)
 from langgraph_durable.migration import migrate_thread, source_thread_ids, why_it_stopped
 from langgraph_durable.redact import redact, redact_url
 from langgraph_durable.reports import ThreadMigration
@@ -80,11 +87,7 @@ def migrate(
             where = f" at thread {current!r}" if current is not None else ""
             first = next(iter(str(exc).splitlines()), "")  # psycopg appends the SQL
             text = " ".join(f"{type(exc).__name__}: {first}".split())
-            click.echo(
-                f"langgraph-durable: migration stopped{where}: {redact(text, source)} "
-                f"({why_it_stopped(exc)})",
-                err=True,
-            )
+            echo_error(f"migration stopped{where}: {redact(text, source)} ({why_it_stopped(exc)})")
             sys.exit(2)
     data = {
         "source": redact_url(source),
@@ -104,7 +107,8 @@ def _type_name(text: str) -> tuple[str, str]:
 
 
 def _shown(thread_id: str | None) -> str:
-    return thread_id or ""
+    """The progress bar's current thread: a source's thread id, shown on stderr."""
+    return printable(thread_id or "")
 
 
 def _lines(data: dict[str, Any], *, verified: bool) -> list[str]:

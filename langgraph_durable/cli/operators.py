@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from langgraph_durable.cli.common import common, open_saver, out_table
+from langgraph_durable.cli.common import common, echo_error, open_saver, out_table
 from langgraph_durable.errors import LeaseHeldError
 from langgraph_durable.ledger import ToolLedger
 
@@ -91,10 +91,9 @@ def resolve(
                 thread, call, chosen[0], result=skip, reason=reason, by=by
             )
         except LeaseHeldError as exc:
-            click.echo(
-                f"langgraph-durable: thread {thread!r} is held by a worker ({exc}); resolve it "
-                "once that worker has stopped",
-                err=True,
+            echo_error(
+                f"thread {thread!r} is held by a worker ({exc}); resolve it once that worker "
+                "has stopped"
             )
             sys.exit(2)
     out_table(
@@ -126,10 +125,9 @@ def drop(
         try:
             entry = ToolLedger(saver).drop(thread, call, reason=reason, by=by)
         except LeaseHeldError as exc:
-            click.echo(
-                f"langgraph-durable: thread {thread!r} is held by a worker ({exc}); drop it "
-                "once that worker has stopped",
-                err=True,
+            echo_error(
+                f"thread {thread!r} is held by a worker ({exc}); drop it once that worker "
+                "has stopped"
             )
             sys.exit(2)
     out_table(
@@ -149,5 +147,5 @@ def _age(seconds: Any) -> str:
 
 
 def _bad_input(message: str) -> None:
-    click.echo(f"langgraph-durable: bad input: {message}", err=True)  # one line, as every error
+    echo_error(f"bad input: {message}")
     sys.exit(2)

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from langgraph_durable.cli.common import checked_url, common, open_saver, out
+from langgraph_durable.cli.common import checked_url, common, open_saver, out, printable
 from langgraph_durable.embedded import DEMO_PREFIX, EmbeddedRedis, default_data_dir
 
 
@@ -29,7 +29,7 @@ def demo(redis_url: str | None, key_prefix: str, as_json: bool, damage: bool, de
     url = checked_url(redis_url)
     with open_saver(url, key_prefix):  # Redis answers (else one line, exit 2) before workers start
         pass
-    emit = (lambda line: None) if as_json else click.echo
+    emit = (lambda line: None) if as_json else (lambda line: click.echo(printable(line)))
     if redis_url is None:  # the embedded server: say where it runs and how to stop it
         emit(
             f"embedded Redis at {url}, data in {EmbeddedRedis().data_dir}; it keeps running "
