@@ -20,7 +20,11 @@ bytes per message per checkpoint, instead of the whole list again at every check
   * The elements a put may leave out are those its parent checkpoint's manifests name
     (``_NewestVersions`` remembers them): they exist while the parent does, because
     retention deletes an element only once no remaining checkpoint's manifest names it.
-    ``put_checkpoint.lua`` checks the parent and one such element (a lost ``el`` key).
+    ``put_checkpoint.lua`` checks that each is there; one that is not (a field deleted,
+    or a damaged one a reader moved to quarantine) refuses the put, which is sent again
+    with every element its values hold. Elements a writer sends overwrite what is
+    stored (HSET): bytes hashed to their digest can only be right, so damage never
+    blocks writing the same content again.
   * Older readers refuse the ``lgdl1`` type (damage that may be configuration, never a
     misread value).
 """
@@ -49,7 +53,13 @@ MIN_AVERAGE_BYTES = 64  # below, 16 bytes of digest per element and a hash field
 
 class ElementDamagedError(RecordDamagedError):
     """An element a manifest names is missing or not the bytes it names. The manifest
-    itself verified: it is not moved to quarantine (other checkpoints may share it)."""
+    itself verified: it is not moved to quarantine (other checkpoints may share it), nor
+    are the checkpoints naming it; a damaged element is (a writer that holds its bytes
+    writes it again: ``put_checkpoint.lua`` checks every element a put names)."""
+
+    def __init__(self, reason: str, digest: bytes = b"") -> None:
+        super().__init__(reason)
+        self.digest = digest
 
 
 @dataclass(frozen=True)
@@ -205,14 +215,14 @@ def digests_of(manifest: Any) -> tuple[bytes, ...]:
 def unpack(digest: bytes, stored: bytes | None) -> tuple[str, bytes]:
     """(serialization type, data) of the element stored under ``digest``, verified."""
     if stored is None:
-        raise ElementDamagedError(f"missing element {digest.hex()}")
+        raise ElementDamagedError(f"missing element {digest.hex()}", digest)
     if hashlib.blake2b(stored, digest_size=DIGEST_BYTES).digest() != digest:
-        raise ElementDamagedError(f"checksum mismatch element {digest.hex()}")
+        raise ElementDamagedError(f"checksum mismatch element {digest.hex()}", digest)
     type_, _, data = stored.partition(b"\x00")
     try:
         return type_.decode(), data
     except UnicodeDecodeError as exc:  # verified, so only a digest collision could: never
-        raise ElementDamagedError(f"undecodable body element {digest.hex()}") from exc
+        raise ElementDamagedError(f"undecodable body element {digest.hex()}", digest) from exc
 
 
 def may_be_manifest(record: bytes | None, window: int = 96) -> bool:

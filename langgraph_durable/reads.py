@@ -84,11 +84,14 @@ class ReadPlans(ValuePlans):
                 value = self._open_blob(tk.thread_id, blob_field, blobs)
             except RecordDamagedError as exc:
                 reason = f"{exc.reason} channel value {channel!r}@{version}"
-                # A manifest that verified stays where it is when an element it names
-                # does not: other checkpoints may share it.
-                keep = Damage.of(exc.reason) is Damage.MISSING or isinstance(
-                    exc, ElementDamagedError
-                )
+                if isinstance(exc, ElementDamagedError):
+                    # The manifest verified and so did the checkpoint: other checkpoints
+                    # share them. The element goes (not a missing one: nothing to move),
+                    # and a writer holding its bytes writes it again (elements.py).
+                    missing = Damage.of(exc.reason) is Damage.MISSING
+                    quarantine = [] if missing else [("el", exc.digest, exc.reason)]
+                    return _Damage(decoded.member, decoded.checkpoint_id, tk.el, reason, quarantine)
+                keep = Damage.of(exc.reason) is Damage.MISSING
                 quarantine = [] if keep else [("bl", blob_field, exc.reason)]
                 quarantine.append(("cp", decoded.member, reason))
                 return _Damage(decoded.member, decoded.checkpoint_id, tk.bl, reason, quarantine)
@@ -322,7 +325,8 @@ class ReadPlans(ValuePlans):
             damage = Damage.of(reason)
             if (kind == "cp" and damage is Damage.MISSING) or damage.may_be_configuration:
                 continue  # gone already (its quarantine entry says why) / maybe not damage
-            args += [kind, field_, self.keys.quarantine_field(kind, _label(field_)), reason]
+            shown = field_.hex() if isinstance(field_, bytes) and kind == "el" else _label(field_)
+            args += [kind, field_, self.keys.quarantine_field(kind, shown), reason]
         if args:
             # Best effort: a read must not fail because Redis refuses writes (out of
             # memory, a read-only replica or ACL user); the damage is skipped either way.

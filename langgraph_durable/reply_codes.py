@@ -99,6 +99,11 @@ def needs_repair(reply: Any) -> bool:
     return code(reply) == REPAIR
 
 
+def lost_element(reply: Any) -> bool:
+    """put_checkpoint's refusal: an element the checkpoint names is not there."""
+    return code(reply) == LOST and str(reply).startswith(LOST + " element")
+
+
 def lost_value(reply: Any) -> bool:
     """put_checkpoint's refusal: a value the parent passes on is missing."""
     return code(reply) == LOST and str(reply).startswith(LOST + " value ")

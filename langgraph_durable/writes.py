@@ -103,20 +103,19 @@ class WritePlans(RetentionPlans):
         if parent is not None and parent.checkpoint_id != parent_id:
             parent = None
         # Elements the parent's manifests name are there while the parent is (retention
-        # keeps them): not sent again. One of them is checked (a lost element hash).
+        # keeps them): not sent again, but the script checks each is there (a field
+        # deleted, a damaged one a reader quarantined): else they are sent (below).
         known: frozenset[bytes] = frozenset()
-        witness = b""
         if parent is not None and parent.manifests:
             for channel, digests in parent.manifests.items():
                 if channel not in new_versions and parent.versions.get(channel) == checkpoint[
                     "channel_versions"
                 ].get(channel):  # kept unchanged
                     manifests[channel] = digests
-                    witness = witness or digests[0]
             if new_elements:
                 known = parent.digests
-                witness = witness or next((d for d in new_elements if d in known), b"")
         elements = sorted((d, e) for d, e in new_elements.items() if d not in known)
+        unsent = _unsent(manifests, elements)
         parent_versions = parent.versions if parent is not None else None
         # Before the write: a reader must never find it in Redis and not here.
         saved_here.note(self.keys.prefix, thread_id, ns, checkpoint["id"], meta.get("source"))
@@ -133,7 +132,7 @@ class WritePlans(RetentionPlans):
                 lower,
                 upper,
                 self.keys.checkpoint_member(ns, parent_id) if parent_id else "",
-                witness,
+                unsent,
                 len(named),
                 *named,
                 len(unwritten),
@@ -141,9 +140,10 @@ class WritePlans(RetentionPlans):
                 *(x for f in unwritten for x in (f, self._never_written(thread_id, f))),
                 len(elements),
             ]
-            # One round trip: the values and elements by plain HSETNX (a value never
-            # changes under its version, an element under its digest, and a fenced-out
-            # writer's versions have tails of their own, so it can only leave orphans),
+            # One round trip: the values by plain HSETNX (a value never changes under its
+            # version, and a fenced-out writer's versions have tails of their own, so it
+            # can only leave orphans), the elements by HSET (bytes hashed to their digest:
+            # right, and written over a damaged copy),
             # then the script, which indexes the checkpoint only once they are all there.
             # With a ttl, MULTI keeps a client that dies halfway from leaving a hash
             # without an expiry.
@@ -151,13 +151,24 @@ class WritePlans(RetentionPlans):
             script = Script("put_checkpoint", tk.for_writes(), [*args, "sent", *sent])
             replies, acked = yield from self.write_round_trip(
                 [
-                    *(("HSETNX", tk.el, d, e) for d, e in elements),
+                    *(("HSET", tk.el, d, e) for d, e in elements),
                     *(("HSETNX", tk.bl, f, r) for f, r in blobs),
                     script,
                 ],
                 atomic=bool(self.ttl),
                 ahead=self.run_index.ahead(run_id, thread_id),
             )
+            if attempt == 1 and unsent and reply_codes.lost_element(replies[-1]):
+                # An element it names is not there: every element its values hold goes,
+                # written over what is stored (elements.py).
+                for channel in manifests.keys() - new_versions.keys():
+                    if channel in values:
+                        field_ = self.keys.blob_field(ns, channel, kept_versions[channel])
+                        _, split = self._blob_records(thread_id, field_, channel, values[channel])
+                        new_elements.update(split.stored if split is not None else {})
+                elements = sorted(new_elements.items())
+                unsent = _unsent(manifests, elements)
+                continue
             if (
                 attempt == 1
                 and parent_id
@@ -336,3 +347,10 @@ class WritePlans(RetentionPlans):
                 acknowledged=int(acked),
                 timeout_ms=self.replica_timeout_ms,
             )
+
+
+def _unsent(manifests: Mapping[str, tuple[bytes, ...]], sent: list[tuple[bytes, bytes]]) -> bytes:
+    """The digests (16 bytes each, joined) of the elements ``manifests`` name and a put
+    does not send: put_checkpoint.lua checks each is there."""
+    sending = {d for d, _ in sent}
+    return b"".join(sorted({d for ds in manifests.values() for d in ds} - sending))

@@ -68,8 +68,7 @@ async def test_an_async_copy_expires_as_its_source_does(
 
 
 class DeletedBeforeItsPut(RedisSaver):
-    """The server deletes the thread (DELETE /threads) between a step's pending writes
-    and its checkpoint."""
+    """The server deletes the thread (DELETE /threads) just before a step's checkpoint."""
 
     doomed_step = 1
 
@@ -79,13 +78,13 @@ class DeletedBeforeItsPut(RedisSaver):
         return super().put(config, checkpoint, metadata, new_versions)
 
 
-@pytest.mark.parametrize("ttl", [TTL, None])
-def test_a_put_refused_because_its_thread_was_deleted_leaves_no_key(
-    redis_url: str, key_prefix: str, redis_client: redis.Redis, ttl: int | None
+def test_a_graph_whose_thread_is_deleted_mid_run_leaves_no_lasting_key(
+    redis_url: str, key_prefix: str, redis_client: redis.Redis
 ) -> None:
-    """The put is refused (its parent is gone); the elements it sent ahead of its script
-    do not stay behind with no expiry and no checkpoint to name them."""
-    with DeletedBeforeItsPut.from_conn_string(redis_url, key_prefix=key_prefix, ttl=ttl) as saver:
+    """The step's put is refused (its parent is gone). Its task's pending writes may land
+    after the deletion (LangGraph writes them from another thread), and are kept as
+    InMemorySaver keeps them; nothing is left without the thread's ttl."""
+    with DeletedBeforeItsPut.from_conn_string(redis_url, key_prefix=key_prefix, ttl=TTL) as saver:
 
         def answer(state: graphs.MessagesState) -> dict[str, Any]:
             return {"messages": [AIMessage("one " * 50, id="a1")]}
@@ -94,6 +93,37 @@ def test_a_put_refused_because_its_thread_was_deleted_leaves_no_key(
         with pytest.raises(DurableError):
             graph.invoke({"messages": [HumanMessage("hi", id="h")]}, config("gone"))
         assert saver.get_tuple(config("gone")) is None
+        lasting = [k for k in thread_keys(saver, redis_client, "gone") if redis_client.ttl(k) < 0]
+        assert not lasting, lasting
+
+
+@pytest.mark.parametrize("ttl", [TTL, None])
+def test_a_put_refused_because_its_thread_was_deleted_leaves_no_key(
+    redis_url: str, key_prefix: str, redis_client: redis.Redis, ttl: int | None
+) -> None:
+    """The put's new elements go ahead of its script; refused, they do not stay behind
+    with no expiry and no checkpoint to name them."""
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix, ttl=ttl) as saver:
+        messages = [AIMessage(f"message {i} " * 20, id=f"m{i}") for i in range(3)]
+        cp = empty_checkpoint()
+        version = saver.get_next_version(None, None)
+        cp["channel_values"] = {"messages": messages[:2]}
+        cp["channel_versions"] = {"messages": version}
+        first = saver.put(
+            {"configurable": {"thread_id": "gone", "checkpoint_ns": ""}},
+            cp,
+            {"source": "loop", "step": 0},
+            {"messages": version},
+        )
+        saver.delete_thread("gone")  # DELETE /threads while the run goes on
+        cp = empty_checkpoint()
+        version = saver.get_next_version(version, None)
+        cp["channel_values"] = {"messages": messages}
+        cp["channel_versions"] = {"messages": version}
+        with pytest.raises(DurableError):
+            saver.put(first, cp, {"source": "loop", "step": 1}, {"messages": version})
         left = thread_keys(saver, redis_client, "gone")
         assert not left, f"keys of a deleted thread came back: {left}"
 

@@ -51,8 +51,9 @@ def test_a_react_run_costs_one_round_trip_per_write(saver: RedisSaver, durabilit
     for op in ops:
         names = commands(op)
         if "put_checkpoint" in names:
-            # the changed values (HSETNX each), the script, and at most the run index
-            assert set(names) <= {"HSETNX", "put_checkpoint", "SADD", "EXPIRE"}, names
+            # the changed values (HSETNX each), new elements (HSET each), the script, and
+            # at most the run index
+            assert set(names) <= {"HSETNX", "HSET", "put_checkpoint", "SADD", "EXPIRE"}, names
             assert names.count("put_checkpoint") == 1
         elif "put_writes" in names:
             assert names == ["put_writes"]

@@ -2,8 +2,9 @@
 -- KEYS: ThreadKeys.for_writes, or with_twins after an LGD_REPAIR reply (see _prelude.lua)
 -- ARGV: 1 ttl, 2 fencing token or "", 3 checkpoint member, 4 checkpoint record, 5 run id
 --       or "", 6 min and 7 max ZLEXCOUNT bounds of the checkpoint's namespace (both ""
---       without keep_last: nothing to count), 8 the parent's member or "", 9 the digest
---       of one element the checkpoint names without sending it, or "" (elements.py), 10
+--       without keep_last: nothing to count), 8 the parent's member or "", 9 the digests
+--       (16 bytes each, joined) of the elements it names without sending them
+--       (elements.py), 10
 --       the number K of kept versions whose values must be there (the parent, or the
 --       checkpoint it copies, stored them), 11 .. 10+K their blob fields, 11+K the
 --       number U of kept versions no write stored ("never written", writes.py), 12+K
@@ -69,10 +70,11 @@ if unwritten > 0 and ARGV[12 + kept] == 'first' and ARGV[6] ~= ''
   end
   unwritten = 0  -- all there: nothing to record
 end
--- One element the checkpoint names without sending: its parent's manifests name it, so
--- it is there unless the element hash itself was lost (evicted, expired, flushed).
-if ARGV[9] ~= '' then
-  local ok, present = pcall(redis.call, 'HEXISTS', KEYS[K_EL], ARGV[9])
+-- The elements the checkpoint names without sending: its parent's manifests name them, so
+-- they are there unless one was lost (the hash evicted, a field deleted, a damaged one a
+-- reader quarantined). The writer then sends them all (writes.py).
+for j = 1, #ARGV[9], 16 do
+  local ok, present = pcall(redis.call, 'HEXISTS', KEYS[K_EL], string.sub(ARGV[9], j, j + 15))
   if ok and present == 0 then return refuse('LGD_LOST element') end
 end
 if sent then

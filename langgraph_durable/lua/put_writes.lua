@@ -5,16 +5,16 @@
 -- ARGV: 1 ttl, or "persist" (an interrupt: the thread's keys lose their expiry until
 --       its next checkpoint write sets it again; see touch), 2 fencing token or "",
 --       3 the number E of elements, then E pairs (digest, element) that the writes'
---       manifests name (elements.py; kept as first stored: an element never changes
---       under its digest), then triples of (write member, write record, "1" to
---       overwrite | "0")
+--       manifests name (elements.py; written over what is stored: these bytes hash to
+--       their digest, what is stored may be damaged), then triples of (write member,
+--       write record, "1" to overwrite | "0")
 local denied = fence_denial(ARGV[2])
 if denied then return redis.error_reply(denied) end
 local first = 4 + 2 * tonumber(ARGV[3])
 local repaired = repairing(function()
   next_generation()  -- a retention deletion planned before these is void
   for i = 4, first - 1, 2 do
-    redis.call('HSETNX', KEYS[K_EL], ARGV[i], ARGV[i + 1])
+    redis.call('HSET', KEYS[K_EL], ARGV[i], ARGV[i + 1])  -- right by its digest: heals
   end
   for i = first, #ARGV, 3 do
     local member = ARGV[i]

@@ -1,0 +1,102 @@
+"""A damaged or missing element (elements.py) between two processes: the worker that
+holds it keeps writing, a fresh reader moves aside the element (never the healthy
+checkpoints naming it), the worker's next write sends it again, and every write it
+acknowledges from then on reads back in a fresh process; writing the same content again
+heals it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import redis
+
+from langgraph_durable import RedisSaver
+from tests.helpers import graphs
+from tests.helpers.redis_keys import flipped
+
+
+def config(thread_id: str) -> dict[str, Any]:
+    return {"configurable": {"thread_id": thread_id}}
+
+
+def newest(thread_id: str) -> dict[str, Any]:
+    return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+
+
+def agent() -> Any:
+    return graphs.react_graph(rounds=2, payload=600, realistic=True)
+
+
+def first_element(client: redis.Redis, saver: RedisSaver, thread_id: str) -> bytes:
+    """The digest of the element the most checkpoints name (the oldest message)."""
+    tk = saver.keys.thread(thread_id)
+    digests = client.hkeys(tk.el)
+    manifests = [
+        client.hget(tk.bl, saver.keys.blob_field("", "messages", version)) or b""
+        for t in saver.list(config(thread_id))
+        if (version := t.checkpoint["channel_versions"].get("messages"))
+    ]
+    named = {d: sum(d in m for m in manifests) for d in digests}
+    digest = max(named, key=lambda d: named[d])
+    assert named[digest] >= 3, "an element several checkpoints name"
+    return digest
+
+
+@pytest.mark.parametrize("damage", ["bit flip", "field deleted"])
+def test_a_damaged_element_costs_no_healthy_checkpoint_and_is_written_again(
+    redis_url: str, key_prefix: str, redis_client: redis.Redis, damage: str
+) -> None:
+    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as worker:
+        graph = agent().compile(checkpointer=worker)
+        graph.invoke(graphs.react_input("first"), config("t"))
+        tk = worker.keys.thread("t")
+        digest = first_element(redis_client, worker, "t")
+        if damage == "bit flip":
+            redis_client.hset(tk.el, digest, flipped(redis_client.hget(tk.el, digest)))
+        else:
+            redis_client.hdel(tk.el, digest)
+        checkpoints = redis_client.zcard(tk.cps)
+
+        # A fresh reader falls back (what names the element cannot be read yet) and
+        # moves the element aside, never a checkpoint record.
+        with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as reader:
+            assert reader.get_tuple(newest("t")) is not None
+            assert reader.recovery_report("t").fell_back
+        assert redis_client.zcard(tk.cps) == checkpoints, "healthy checkpoints quarantined"
+        assert not any(f.startswith(b"cp") for f in redis_client.hkeys(tk.qt))
+        assert not redis_client.hexists(tk.el, digest)
+
+        # The worker, which holds the element, goes on: its next write names the element,
+        # finds it gone, and sends it again.
+        graph.invoke(graphs.react_input("second"), config("t"))
+        written = worker.get_tuple(newest("t")).checkpoint
+
+    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as fresh:
+        tup = fresh.get_tuple(newest("t"))
+        assert tup.checkpoint["id"] == written["id"], "an acknowledged write is unreadable"
+        assert fresh.recovery_report("t") is None
+        report = fresh.verify("t")  # the damaged bytes stay in quarantine, for forensics
+        assert not report.damaged_checkpoints and not report.findings, report
+        # and the checkpoints before the damage read again too
+        assert all(fresh.get_tuple(t.config) is not None for t in fresh.list(config("t")))
+
+
+def test_writing_the_same_content_again_heals_a_damaged_element(
+    redis_url: str, key_prefix: str, redis_client: redis.Redis
+) -> None:
+    """A run that re-creates the same messages in another process (no cache) writes the
+    element over its damaged bytes: the next process does not fall back again."""
+    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as first:
+        agent().compile(checkpointer=first).invoke(graphs.react_input("same"), config("a"))
+        tk = first.keys.thread("a")
+        digest = first_element(redis_client, first, "a")
+    redis_client.hset(tk.el, digest, flipped(redis_client.hget(tk.el, digest)))
+    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix, repair_on_read=False) as s:
+        # the same content in the same thread, from a fresh process: a fork from the start
+        history = list(s.list(config("a")))
+        graph = agent().compile(checkpointer=s)
+        graph.invoke(graphs.react_input("same"), history[-1].config)
+    assert redis_client.hget(tk.el, digest) is not None
+    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as fresh:
+        assert fresh.verify("a").ok, fresh.verify("a").findings
