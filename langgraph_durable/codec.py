@@ -165,8 +165,14 @@ class RecordCodec:
         for digest in digests:
             known = cache.get(digest) if trusted else None
             if known is None:
-                type_, data = self.compression.unpack(*elements.unpack(digest, found.get(digest)))
-                cache.add(digest, type_, data, None, None)
+                stored = found.get(digest)
+                type_, data = self.compression.unpack(*elements.unpack(digest, stored))
+                plain = elements.decrypted(self.serde, type_, data)
+                if plain is None:
+                    cache.add(digest, type_, data, None, None)
+                else:  # known by its plaintext from now on, as by its writer (elements.py)
+                    type_, data = plain
+                    cache.add(digest, type_, data, b"%s\x00%s" % (type_.encode(), data), stored)
                 known = type_, data
             total += len(known[1])
             if total > self.max_record_bytes:

@@ -39,6 +39,7 @@ from typing import Any
 
 import msgpack
 from langgraph.checkpoint.base import SerializerProtocol
+from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 
 from langgraph_durable import inputs
 from langgraph_durable.compression import Compression
@@ -74,6 +75,33 @@ class Split:
         return b"".join(self.digests)
 
 
+def digest_of(stored: bytes) -> bytes:
+    """The digest a manifest names ``stored`` by."""
+    return hashlib.blake2b(stored, digest_size=DIGEST_BYTES).digest()
+
+
+def _encryption(serde: SerializerProtocol) -> tuple[SerializerProtocol, Any]:
+    """(the serializer inside, its cipher) for LangGraph's ``EncryptedSerializer``; else
+    (``serde``, None)."""
+    if isinstance(serde, EncryptedSerializer):
+        return serde.serde, serde.cipher
+    return serde, None
+
+
+def decrypted(serde: SerializerProtocol, type_: str, data: bytes) -> tuple[str, bytes] | None:
+    """The plaintext serialization of an element an ``EncryptedSerializer`` stored, so a
+    reader knows it by content as its writer did (``split``); None for anything else or
+    what does not decrypt (the load reports that)."""
+    _, cipher = _encryption(serde)
+    base, plus, name = type_.partition("+")
+    if cipher is None or not plus:
+        return None
+    try:
+        return base, cipher.decrypt(name, data)
+    except Exception:  # noqa: BLE001 - a wrong key, a forged ciphertext: the load says so
+        return None
+
+
 def split(
     serde: SerializerProtocol,
     compression: Compression,
@@ -89,16 +117,22 @@ def split(
     the whole value serialized when that was done on the way (None otherwise). A
     pending write splits from one element on: the message it appends is the element the
     next checkpoint's manifest names, stored once for both. An element this process
-    stored before costs its serialization only (``cache``)."""
+    stored or read before costs its serialization only (``cache``). With an
+    ``EncryptedSerializer``, an element is known by its plaintext serialization (in
+    memory only) and encrypted once: a fresh ciphertext at every checkpoint would store
+    every message again each time."""
     if type(value) is not list or len(value) < min_elements:
         return None, None
-    whole = serde.dumps_typed(value)
+    plain_serde, cipher = _encryption(serde)
+    whole = plain_serde.dumps_typed(value)
     parts = _msgpack_elements(whole, len(value))
     serialized = (
         [(MSGPACK, part) for part in parts]
         if parts is not None
-        else [serde.dumps_typed(element) for element in value]
+        else [plain_serde.dumps_typed(element) for element in value]
     )
+    if cipher is not None:
+        whole = None  # plaintext: never stored
     if sum(len(data) for _, data in serialized) < MIN_AVERAGE_BYTES * len(value):
         return None, whole
     digests: list[bytes] = []
@@ -107,7 +141,11 @@ def split(
         plain = b"".join((type_.encode(), b"\x00", data))
         known = cache.by_content(plain)
         if known is None:
-            packed_type, packed_data = compression.pack(type_, data)
+            sealed_type, sealed = type_, data
+            if cipher is not None:
+                name, sealed = cipher.encrypt(data)
+                sealed_type = f"{type_}+{name}"
+            packed_type, packed_data = compression.pack(sealed_type, sealed)
             what_ = f"an element of {what}"
             inputs.record_size(len(packed_data), thread_id=thread_id, what=what_, limit=limit)
             packed = (
@@ -115,7 +153,7 @@ def split(
                 if packed_data is data
                 else b"".join((packed_type.encode(), b"\x00", packed_data))
             )
-            known = hashlib.blake2b(packed, digest_size=DIGEST_BYTES).digest(), packed
+            known = digest_of(packed), packed
             cache.add(known[0], type_, data, plain, packed)
         digests.append(known[0])
         stored[known[0]] = known[1]
@@ -216,7 +254,7 @@ def unpack(digest: bytes, stored: bytes | None) -> tuple[str, bytes]:
     """(serialization type, data) of the element stored under ``digest``, verified."""
     if stored is None:
         raise ElementDamagedError(f"missing element {digest.hex()}", digest)
-    if hashlib.blake2b(stored, digest_size=DIGEST_BYTES).digest() != digest:
+    if digest_of(stored) != digest:
         raise ElementDamagedError(f"checksum mismatch element {digest.hex()}", digest)
     type_, _, data = stored.partition(b"\x00")
     try:

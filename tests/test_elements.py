@@ -379,3 +379,43 @@ def test_the_write_generation_moves_with_every_write_and_never_restarts(
     redis_client.delete(tk.gen)  # evicted on its own
     put_messages(saver, first, [words("a"), words("b"), words("c")], 2)
     assert int(redis_client.get(tk.gen)) > started + 1
+
+
+def test_an_encrypted_thread_stores_each_message_once(
+    redis_url: str, key_prefix: str, redis_client: redis.Redis
+) -> None:
+    """With an EncryptedSerializer (the README's example) every message is encrypted once:
+    a fresh ciphertext at every checkpoint stored every message again each time
+    (1,889 elements for 60 messages). A process that resumes the thread knows the
+    messages it read by their plaintext, and does not store them again either."""
+    pytest.importorskip("Crypto")
+    from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
+
+    def serde() -> EncryptedSerializer:
+        return EncryptedSerializer.from_pycryptodome_aes(key=b"0123456789abcdef")
+
+    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix, serde=serde()) as s:
+        out = run_react(s, "enc", rounds=10)
+        count = len(out["messages"])
+        tk = s.keys.thread("enc")
+        # at most twice: a task's write and the checkpoint after it may encrypt a new
+        # message at the same time (LangGraph writes from other threads)
+        assert redis_client.hlen(tk.el) < 2 * count, (redis_client.hlen(tk.el), count)
+        raw = b"".join(redis_client.hvals(tk.el))
+        assert out["messages"][1].content[:40].encode() not in raw  # encrypted at rest
+    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as plain:
+        run_react(plain, "plain", rounds=10)
+        plain_bytes = value_bytes(redis_client, plain, "plain")
+    before = redis_client.hlen(tk.el)
+    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix, serde=serde()) as fresh:
+        graph = graphs.react_graph(10, payload=3000, realistic=True).compile(checkpointer=fresh)
+        resumed = graph.invoke(graphs.react_input("again"), {"configurable": {"thread_id": "enc"}})
+        new = [m for m in resumed["messages"] if m not in out["messages"]]
+        # the old messages it read are not stored again: only what changed
+        assert redis_client.hlen(tk.el) - before <= 2 * len(new) < count
+        # about what the same thread costs unencrypted (nonce and tag per message)
+        assert value_bytes(redis_client, fresh, "enc") < 2.5 * plain_bytes
+        assert (
+            fresh.get_tuple(latest("enc")).checkpoint["channel_values"]["messages"]
+            == (resumed["messages"])
+        )
