@@ -59,6 +59,7 @@ class RecordCodec:
     max_record_bytes: int
     compression: Compression
     element_cache: elements.ElementCache
+    element_keys: tuple[bytes, ...]
     list_elements: bool  # False: lists stored whole, as releases before elements did
     recovery_reports: dict[tuple[str, str], RecoveryReport]
 
@@ -166,7 +167,8 @@ class RecordCodec:
             known = cache.get(digest) if trusted else None
             if known is None:
                 stored = found.get(digest)
-                type_, data = self.compression.unpack(*elements.unpack(digest, stored))
+                opened = elements.unpack(digest, stored, self.element_keys)
+                type_, data = self.compression.unpack(*opened)
                 plain = elements.decrypted(self.serde, type_, data)
                 if plain is None:
                     cache.add(digest, type_, data, None, None)
@@ -259,6 +261,7 @@ class RecordCodec:
             what=what,
             limit=self.max_record_bytes,
             min_elements=min_elements,
+            keys=self.element_keys,
         )
 
     def _decode_entry(self, tk: ThreadKeys, entry: list[Any]) -> _Decoded | _Damage:

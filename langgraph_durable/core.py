@@ -32,7 +32,7 @@ from langgraph.checkpoint.base import SerializerProtocol
 from langgraph_durable import inputs
 from langgraph_durable.compression import Compression
 from langgraph_durable.delta import DeltaHistoryPlans
-from langgraph_durable.elements import ElementCache
+from langgraph_durable.elements import ElementCache, element_keys
 from langgraph_durable.envelope import Envelope
 from langgraph_durable.fallback import FallbackPlans
 from langgraph_durable.fencing import FencingPlans
@@ -87,6 +87,7 @@ class SaverCore(
         self._newest_versions = _NewestVersions()
         self._recent_fields = RecentFields()
         self.element_cache = ElementCache()
+        self.element_keys = element_keys(envelope.signing_keys)
         self.list_elements = list_elements
         self.run_index = RunIndex(keys, ttl)
         self.max_record_bytes = inputs.MAX_RECORD_BYTES  # Redis's proto-max-bulk-len

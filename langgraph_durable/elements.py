@@ -3,7 +3,8 @@
 Owns the element form of a channel value. A list worth it (``MIN_ELEMENTS`` or more
 elements, ``MIN_AVERAGE_BYTES`` or more each on average once serialized: messages, not
 counters) is stored as a *manifest*: the channel value's record, sealed like every
-record, has the type ``lgdl1`` and holds the 16-byte BLAKE2b digests of its elements in
+record, has the type ``lgdl1`` and holds the 16-byte BLAKE2b digests of its elements (keyed
+with a key derived from ``signing_key`` where one is set: ``digest_of``) in
 order; each element is stored once per thread in ``P:{T}:el`` under its digest. A
 message list that grows by one message per step then costs each message once plus 16
 bytes per message per checkpoint, instead of the whole list again at every checkpoint
@@ -32,6 +33,7 @@ bytes per message per checkpoint, instead of the whole list again at every check
 from __future__ import annotations
 
 import hashlib
+import hmac
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -75,9 +77,30 @@ class Split:
         return b"".join(self.digests)
 
 
-def digest_of(stored: bytes) -> bytes:
-    """The digest a manifest names ``stored`` by."""
-    return hashlib.blake2b(stored, digest_size=DIGEST_BYTES).digest()
+def element_keys(signing_keys: Iterable[bytes]) -> tuple[bytes, ...]:
+    """The keys element digests are taken with, newest first: one derived from each
+    signing key (never the signing key itself); none without ``signing_key``."""
+    return tuple(
+        hmac.new(k, b"langgraph-durable element digest", hashlib.sha256).digest()
+        for k in signing_keys
+    )
+
+
+def digest_of(stored: bytes, key: bytes = b"") -> bytes:
+    """The digest a manifest names ``stored`` by: BLAKE2b-128, keyed with the newest
+    element key where ``signing_key`` is set (no one without the key can compute a
+    digest, let alone craft two messages that share one)."""
+    return hashlib.blake2b(stored, digest_size=DIGEST_BYTES, key=key).digest()
+
+
+def key_of(digest: bytes, stored: bytes, keys: Sequence[bytes]) -> bytes | None:
+    """The element key (``b""``: none) ``digest`` was taken with over ``stored``, or None
+    if no key makes it. Unkeyed digests (written before ``signing_key``) still verify: a
+    keyed digest cannot be met by unkeyed bytes short of a 2^128 second preimage."""
+    for key in (*keys, b""):
+        if hmac.compare_digest(digest_of(stored, key), digest):
+            return key
+    return None
 
 
 def _encryption(serde: SerializerProtocol) -> tuple[SerializerProtocol, Any]:
@@ -112,6 +135,7 @@ def split(
     what: str,
     limit: int,
     min_elements: int = MIN_ELEMENTS,
+    keys: Sequence[bytes] = (),
 ) -> tuple[Split | None, tuple[str, bytes] | None]:
     """``value`` in element form, or None when it is not a list worth splitting, with
     the whole value serialized when that was done on the way (None otherwise). A
@@ -153,7 +177,7 @@ def split(
                 if packed_data is data
                 else b"".join((packed_type.encode(), b"\x00", packed_data))
             )
-            known = digest_of(packed), packed
+            known = digest_of(packed, keys[0] if keys else b""), packed
             cache.add(known[0], type_, data, plain, packed)
         digests.append(known[0])
         stored[known[0]] = known[1]
@@ -250,11 +274,12 @@ def digests_of(manifest: Any) -> tuple[bytes, ...]:
     return tuple([manifest[i : i + DIGEST_BYTES] for i in range(0, len(manifest), DIGEST_BYTES)])
 
 
-def unpack(digest: bytes, stored: bytes | None) -> tuple[str, bytes]:
-    """(serialization type, data) of the element stored under ``digest``, verified."""
+def unpack(digest: bytes, stored: bytes | None, keys: Sequence[bytes] = ()) -> tuple[str, bytes]:
+    """(serialization type, data) of the element stored under ``digest``, verified with
+    any of the element ``keys`` or none (``key_of``)."""
     if stored is None:
         raise ElementDamagedError(f"missing element {digest.hex()}", digest)
-    if digest_of(stored) != digest:
+    if key_of(digest, stored, keys) is None:
         raise ElementDamagedError(f"checksum mismatch element {digest.hex()}", digest)
     type_, _, data = stored.partition(b"\x00")
     try:

@@ -82,6 +82,11 @@ class Envelope:
         )
 
     @property
+    def signing_keys(self) -> tuple[bytes, ...]:
+        """The signing keys, newest first (elements.py derives its digest keys from them)."""
+        return tuple(self._keys.values())
+
+    @property
     def signed(self) -> bool:
         return self._signing is not None
 

@@ -8,7 +8,11 @@ every thread is re-signed, ``old`` can be dropped from ``signing_key``.
 
 Rules: a record is replaced only if it still holds the bytes it was read with (Lua
 compare-and-set, ``reseal.lua``), so a concurrent write always wins; a record that does
-not verify is left exactly as it is and reported; bodies are never deserialized.
+not verify is left exactly as it is and reported; values are never deserialized. A
+manifest (elements.py) it re-seals names its elements by digests taken with the newest
+key: each element that verifies is stored under its new digest first, then the
+manifests that name it are re-sealed, and the old digests, named by nothing, are
+collected as retention collects (guarded by the write generation).
 """
 
 from __future__ import annotations
@@ -16,6 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import msgpack
+
+from langgraph_durable import elements
 from langgraph_durable.ops import Batch, Plan, Script
 from langgraph_durable.records import _label
 from langgraph_durable.reports import Finding
@@ -47,8 +54,12 @@ class ResignReport:
 def resign_thread(core: SaverCore, thread_id: str, *, from_unsigned: bool) -> Plan[ResignReport]:
     tk = core.keys.thread(thread_id)
     report = ResignReport(tk.thread_id)
-    replies = yield Batch(
-        [("HGETALL", getattr(tk, kind)) for kind in _HASHES], errors_as_values=True
+    *replies, stored_elements = yield Batch(
+        [*(("HGETALL", getattr(tk, kind)) for kind in _HASHES), ("HGETALL", tk.el)],
+        errors_as_values=True,
+    )
+    rekey = _Rekey(
+        core.element_keys, stored_elements if isinstance(stored_elements, dict) else {}
     )
     checksum_only = Envelope(None, core.envelope.key_prefix) if from_unsigned else None
     pending: list[Any] = []
@@ -68,13 +79,51 @@ def resign_thread(core: SaverCore, thread_id: str, *, from_unsigned: bool) -> Pl
             except RecordDamagedError as exc:
                 report.skipped.append(Finding(_KIND_NAMES[kind], key, field_, exc.reason))
                 continue
+            if kind in ("bl", "wr"):
+                body = rekey.body(kind, body)
             pending += [kind, raw_field, record, core.envelope.seal(identity, body)]
-            if len(pending) >= 4 * _CHUNK:
-                report.resigned += yield Script("reseal", tk.all(), pending)
-                pending = []
-    if pending:
-        report.resigned += yield Script("reseal", tk.all(), pending)
+    if rekey.stored:  # before the manifests naming them
+        flat = [x for pair in sorted(rekey.stored.items()) for x in pair]
+        yield Batch([("HSET", tk.el, *flat)])
+    for start in range(0, len(pending), 4 * _CHUNK):
+        report.resigned += yield Script("reseal", tk.all(), pending[start : start + 4 * _CHUNK])
+    if rekey.stored:  # the old digests: named by nothing once every manifest is re-sealed
+        yield from core._collect(tk, lambda decoded, pinned: set())
     return report
+
+
+class _Rekey:
+    """Manifests re-sealed under the newest key name their elements by digests taken
+    with its element key: the new digests, and the elements to store under them."""
+
+    def __init__(self, keys: tuple[bytes, ...], stored: dict[bytes, bytes]) -> None:
+        self.key = keys[0] if keys else b""
+        self.keys = keys
+        self.elements = stored
+        self.stored: dict[bytes, bytes] = {}  # new digest -> element
+
+    def body(self, kind: str, body: bytes | memoryview) -> bytes | memoryview:
+        if elements.PACKED_MARK not in bytes(body[:96] if kind == "bl" else body):
+            return body
+        try:
+            items = msgpack.unpackb(bytes(body), raw=False)
+            at = items.index(elements.MARK) + 1  # bl: [MARK, manifest]; wr: [channel, ...]
+            digests = elements.digests_of(items[at])
+        except (ValueError, TypeError, msgpack.UnpackException, RecordDamagedError):
+            return body  # not a manifest after all: re-sealed as it is
+        renamed = [self._digest(d) for d in digests]
+        if renamed == list(digests):
+            return body
+        items[at] = b"".join(renamed)
+        return msgpack.packb(items, use_bin_type=True)  # type: ignore[no-any-return]
+
+    def _digest(self, digest: bytes) -> bytes:
+        stored = self.elements.get(digest)
+        if stored is None or elements.key_of(digest, stored, self.keys) in (None, self.key):
+            return digest  # missing or damaged (reported as before), or current already
+        new = elements.digest_of(stored, self.key)
+        self.stored[new] = stored
+        return new
 
 
 def resign_threads(

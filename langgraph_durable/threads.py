@@ -130,7 +130,7 @@ class ThreadPlans(RetentionPlans):
         copied_els: list[Any] = []
         for raw_digest, stored in sorted(els.items()):
             try:
-                elements.unpack(raw_digest, stored)
+                elements.unpack(raw_digest, stored, self.element_keys)
             except RecordDamagedError:
                 continue  # a manifest naming it reads as damaged, as in the source
             copied_els += [raw_digest, stored]

@@ -54,7 +54,7 @@ class VerifyPlans(RecordCodec):
         blobs.elements.update(els)
         for digest, stored in sorted(blobs.elements.items()):
             try:
-                elements.unpack(digest, stored)
+                elements.unpack(digest, stored, self.element_keys)
             except RecordDamagedError as exc:
                 report.findings.append(Finding("element", tk.el, digest.hex(), exc.reason))
         bad_blobs: dict[str, str] = {}

@@ -168,3 +168,48 @@ def test_once_resigned_format_1_records_can_be_refused(
         assert tup is not None and report is not None
         assert "format version 1" in report.skipped[0].reason
         assert redis_client.hget(tk.cp, member) == old_record  # refused, never quarantined
+
+
+def _element_key(signing_key: bytes) -> bytes:
+    return hmac.new(signing_key, b"langgraph-durable element digest", hashlib.sha256).digest()
+
+
+def _digest_keys(client: redis.Redis, saver: RedisSaver, thread_id: str) -> set[bytes]:
+    """Which key (b"" for none) each stored element's digest was taken with."""
+    keys = set()
+    for digest, stored in client.hgetall(saver.keys.thread(thread_id).el).items():
+        for key in (_element_key(OLD_KEY), _element_key(NEW_KEY), b""):
+            if hashlib.blake2b(stored, digest_size=16, key=key).digest() == digest:
+                keys.add(key)
+                break
+        else:
+            keys.add(b"?")
+    return keys
+
+
+def test_element_digests_are_keyed_and_rekeyed_by_a_rotation(
+    redis_url: str, key_prefix: str, redis_client: redis.Redis
+) -> None:
+    """With signing_key an element is bound to its signed manifest by a keyed digest:
+    one a chat user cannot compute, so cannot craft two messages sharing. A rotation's
+    resign re-keys them, so the old key can go; so does signing unsigned data."""
+    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as plain:
+        react_graph(3).compile(checkpointer=plain).invoke(react_input("u"), cfg("u"))
+        assert _digest_keys(redis_client, plain, "u") == {b""}
+    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix, signing_key=OLD_KEY) as old:
+        react_graph(3).compile(checkpointer=old).invoke(react_input("s"), cfg("s"))
+        assert _digest_keys(redis_client, old, "s") == {_element_key(OLD_KEY)}
+        old.resign("u", from_unsigned=True)
+        assert _digest_keys(redis_client, old, "u") == {_element_key(OLD_KEY)}
+        expected = {t: messages(old, t) for t in ("u", "s")}
+    with RedisSaver.from_conn_string(
+        redis_url, key_prefix=key_prefix, signing_key=[NEW_KEY, OLD_KEY]
+    ) as rotating:
+        assert all(r.ok for r in rotating.resign())
+        for thread in ("u", "s"):  # re-keyed, the old digests collected
+            assert _digest_keys(redis_client, rotating, thread) == {_element_key(NEW_KEY)}
+    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix, signing_key=NEW_KEY) as new:
+        for thread in ("u", "s"):
+            assert messages(new, thread) == expected[thread]
+            report = new.verify(thread)
+            assert report.ok, report.findings
