@@ -14,12 +14,19 @@ Owns the fallback rule and the recovery report. Rules it keeps:
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple
 
-from langgraph_durable.errors import CheckpointCorruptedError, UnreadableThreadError
+from langgraph_durable.errors import (
+    CheckpointCorruptedError,
+    RecordDamagedError,
+    UnreadableThreadError,
+)
+from langgraph_durable.heads import head_checkpoint, stale_reason
 from langgraph_durable.inputs import configurable
+from langgraph_durable.keys import ThreadKeys
 from langgraph_durable.ops import Command, Plan
 from langgraph_durable.reads import ReadPlans
 from langgraph_durable.records import (
@@ -92,6 +99,10 @@ class FallbackPlans(ReadPlans):
             return result
         report = RecoveryReport(thread_id, ns)
         before: str | None = None
+        # A signed namespace's head, read with its newest checkpoint (heads.py).
+        head: tuple[str, list[Any]] | None = (
+            (self.keys.head_field(ns), []) if self.envelope.signed else None
+        )
         while True:
             upper, lower = self.keys.namespace_range(ns, before)
             newest = self._newest_versions.entry((thread_id, ns)) if before is None else None
@@ -105,10 +116,12 @@ class FallbackPlans(ReadPlans):
                 else (),
                 remember=True,
                 recall=True,
+                head=head if before is None else None,
             )
             if not results and fetched:
                 continue  # deleted while read (retention, delete_thread): read again
             if not results:
+                self._check_head(tk, ns, head, None, report)
                 if any(may_be_configuration(s.reason) for s in report.skipped):
                     self.recovery_reports[(thread_id, ns)] = report
                     raise UnreadableThreadError(
@@ -127,11 +140,42 @@ class FallbackPlans(ReadPlans):
                 )
                 before = result.checkpoint_id
                 continue
+            self._check_head(tk, ns, head, result.checkpoint["id"], report)
             if report.skipped or report.dropped_writes:
                 report.used_checkpoint_id = result.checkpoint["id"]
                 report.recovered_from_step = result.metadata.get("step")
                 self._report(report, level=logging.WARNING)
             return result
+
+    def _check_head(
+        self,
+        tk: ThreadKeys,
+        ns: str,
+        head: tuple[str, list[Any]] | None,
+        found_id: str | None,
+        report: RecoveryReport,
+    ) -> None:
+        """Report what the namespace's signed head says is missing: a newer checkpoint
+        than ``found_id`` (not damage already reported), or the head itself (heads.py)."""
+        if head is None or not head[1]:
+            return
+        record = head[1][0]
+        skipped = {s.checkpoint_id for s in report.skipped}
+        if record is None or isinstance(record, Exception):
+            if found_id is None and not skipped:
+                return  # a namespace with no checkpoint has no head
+            why = "missing" if record is None else "wrong type"
+            reason = f"{why}: the signed head of the namespace (resign writes one)"
+            report.skipped.append(SkippedCheckpoint("", tk.head, reason))
+            return
+        try:
+            head_id = head_checkpoint(self.envelope, tk.thread_id, ns, record)
+        except RecordDamagedError as exc:
+            report.skipped.append(SkippedCheckpoint("", tk.head, f"{exc.reason} (signed head)"))
+            return
+        if (found_id is not None and head_id <= found_id) or head_id in skipped:
+            return
+        report.skipped.append(SkippedCheckpoint(head_id, tk.head, stale_reason(head_id)))
 
     def _report(self, report: RecoveryReport, *, level: int) -> None:
         self.recovery_reports[(report.thread_id, report.checkpoint_ns)] = report

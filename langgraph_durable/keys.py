@@ -31,6 +31,10 @@ make ``T`` the Redis Cluster hash tag, so every key of a thread lives in one slo
     P:{T}:gen   STRING  the thread's write generation: every checkpoint, pending-write
                       or copy write increments it, and a retention deletion planned at
                       one generation does nothing at another (delete_checkpoints.lua)
+    P:{T}:head  HASH  escaped ns -> the signed head of the namespace (``signing_key`` only):
+                      a record naming its newest checkpoint, written with it, so a
+                      removed tail is told from a thread that never went further
+                      (heads.py)
     P:{T}:<kind>:damaged  a key a write found holding the wrong type, moved aside
     P:{T}:lease STRING  owner SEP fencing token of the worker holding the thread, with a
                       PX expiry (see lease.py)
@@ -63,7 +67,9 @@ SEP = "\x00"
 _SEP_AFTER = "\x01"  # the smallest string greater than every "... SEP ..." continuation
 _IDX_OFFSET = 2**31  # write indexes are negative for special channels (-1..-4)
 
-THREAD_KEY_KINDS = ("cps", "wix", "cp", "wr", "bl", "runs", "qt", "lg", "lgx", "sub", "el", "gen")
+THREAD_KEY_KINDS = (
+    "cps", "wix", "cp", "wr", "bl", "runs", "qt", "lg", "lgx", "sub", "el", "gen", "head"
+)  # fmt: skip
 _THREAD_MARKING_KINDS = frozenset({"cps", "cp", "lg", "lgx"})
 # Not data: the lease expires on its own clock, so the thread's ttl must never touch it.
 LEASE_KEY_KINDS = ("lease", "fence")
@@ -116,6 +122,7 @@ class ThreadKeys:
     sub: str
     el: str
     gen: str
+    head: str
     lease: str
     fence: str
 
@@ -152,6 +159,7 @@ class ThreadKeys:
             self.sub,
             self.el,
             self.gen,
+            self.head,
         )
 
     @cached_property
@@ -327,6 +335,11 @@ class KeySchema:
     def ledger_void_field(run_id: str) -> str:
         """The ledger field that says run ``run_id`` was rolled back (ledger/rollback.py)."""
         return _LEDGER_VOID + _escape_component(run_id)
+
+    @staticmethod
+    def head_field(checkpoint_ns: str) -> str:
+        """The ``head`` field of a namespace (heads.py)."""
+        return _escape_component(checkpoint_ns)
 
     @staticmethod
     def ledger_run_member(run_id: str) -> str:

@@ -169,6 +169,7 @@ class ReadPlans(ValuePlans):
         guess_elements: Sequence[bytes] = (),
         remember: bool = False,
         recall: bool = False,
+        head: tuple[str, list[Any]] | None = None,
     ) -> Plan[tuple[list[CheckpointTuple | _Damage], list[str]]]:
         """Read checkpoints: records and writes, then the channel values they name.
 
@@ -181,9 +182,10 @@ class ReadPlans(ValuePlans):
         Returns the results in index order, and the cursor of every checkpoint the index
         returned (matching ``wanted`` or not), oldest last, the next page starting below
         the last: its id, or for a walk of every namespace (mode "all"), its timeline
-        member (``keys.py``).
+        member (``keys.py``). ``head``: (a namespace's head field, a list the head record
+        read in the same round trip is appended to: heads.py).
         """
-        entries, blobs = yield from self._read_entries(tk, args, guess, guess_elements)
+        entries, blobs = yield from self._read_entries(tk, args, guess, guess_elements, head)
         decoded = [self._decode_entry(tk, entry) for entry in entries]
         selected = [d for d in decoded if isinstance(d, _Damage) or wanted is None or wanted(d)]
         fields = sorted(
@@ -264,22 +266,27 @@ class ReadPlans(ValuePlans):
         args: list[Any],
         guess: Sequence[str] = (),
         guess_elements: Sequence[bytes] = (),
+        head: tuple[str, list[Any]] | None = None,
     ) -> Plan[tuple[list[Any], ValueRecords]]:
         """The read script's entries, and the values of ``guess`` and the elements of
         ``guess_elements`` read in the same round trip. Not in MULTI, which Redis refuses
         when out of memory: a value deleted between the two is told from damage by
         ``_read``."""
         script = Script("read_checkpoints", tk.all(), args)
+        head_read = [("HGET", tk.head, head[0])] if head is not None else []
         for attempt in (1, 2):
-            if not guess and not guess_elements:
+            if not guess and not guess_elements and not head_read:
                 wrongtype, unindexed, *entries = yield script
                 replies: list[Any] = []
             else:
                 reply, *replies = yield Batch(
-                    [script, *value_reads(tk, guess, guess_elements)], errors_as_values=True
+                    [script, *value_reads(tk, guess, guess_elements), *head_read],
+                    errors_as_values=True,
                 )
                 if isinstance(reply, Exception):
                     raise reply_codes.typed(self.keys, script, reply)
+                if head is not None:
+                    head[1].append(replies.pop())
                 wrongtype, unindexed, *entries = reply
             self._log_wrongtype(tk, wrongtype)
             if not unindexed or attempt == 2 or not (yield from self._reindex(tk, unindexed)):

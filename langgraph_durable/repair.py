@@ -48,6 +48,9 @@ def repair(core: SaverCore, thread_id: str) -> Plan[RepairReport]:
         if may_be_configuration(finding.reason):
             why = f"may be this reader's configuration: {finding.reason}"
             result.left.append((finding.kind, finding.field, why))
+        elif finding.kind == "head":  # evidence of removed checkpoints: never moved
+            why = f"{finding.reason}; `resign` writes a new head once this is understood"
+            result.left.append((finding.kind, finding.field, why))
         elif finding.kind == "index" and finding.reason == NOT_INDEXED:
             reindex = True
         elif finding.kind == "write" or (finding.kind == "index" and finding.key == tk.wix):

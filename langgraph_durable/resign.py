@@ -31,9 +31,10 @@ if TYPE_CHECKING:
     from langgraph_durable.core import SaverCore
 from langgraph_durable.envelope import Envelope
 from langgraph_durable.errors import RecordDamagedError
+from langgraph_durable.heads import sealed_head
 from langgraph_durable.keys import KeySchema
 
-_HASHES = ("cp", "wr", "bl", "lg")  # record kinds, as bound into each record's identity
+_HASHES = ("cp", "wr", "bl", "lg", "head")  # record kinds, as bound into their identity
 _CHUNK = 256  # records per script call: big values pass through Lua, keep calls short
 
 
@@ -58,11 +59,10 @@ def resign_thread(core: SaverCore, thread_id: str, *, from_unsigned: bool) -> Pl
         [*(("HGETALL", getattr(tk, kind)) for kind in _HASHES), ("HGETALL", tk.el)],
         errors_as_values=True,
     )
-    rekey = _Rekey(
-        core.element_keys, stored_elements if isinstance(stored_elements, dict) else {}
-    )
+    rekey = _Rekey(core.element_keys, stored_elements if isinstance(stored_elements, dict) else {})
     checksum_only = Envelope(None, core.envelope.key_prefix) if from_unsigned else None
     pending: list[Any] = []
+    trusted: list[Any] = []  # checkpoint members whose record verifies
     for kind, records in zip(_HASHES, replies):
         key = getattr(tk, kind)
         if isinstance(records, Exception):  # a key of the wrong type: nothing to re-sign
@@ -71,6 +71,8 @@ def resign_thread(core: SaverCore, thread_id: str, *, from_unsigned: bool) -> Pl
         for raw_field, record in records.items():
             if core.envelope.is_current(record):
                 report.current += 1
+                if kind == "cp":
+                    trusted.append(raw_field)
                 continue
             field_ = _label(raw_field)
             identity = KeySchema.identity(kind, tk.thread_id, field_)
@@ -81,7 +83,11 @@ def resign_thread(core: SaverCore, thread_id: str, *, from_unsigned: bool) -> Pl
                 continue
             if kind in ("bl", "wr"):
                 body = rekey.body(kind, body)
+            if kind == "cp":
+                trusted.append(raw_field)
             pending += [kind, raw_field, record, core.envelope.seal(identity, body)]
+    if core.envelope.signed:  # a namespace without a head gets one (heads.py)
+        pending += _missing_heads(core, tk.thread_id, trusted, replies[4])
     if rekey.stored:  # before the manifests naming them
         flat = [x for pair in sorted(rekey.stored.items()) for x in pair]
         yield Batch([("HSET", tk.el, *flat)])
@@ -90,6 +96,27 @@ def resign_thread(core: SaverCore, thread_id: str, *, from_unsigned: bool) -> Pl
     if rekey.stored:  # the old digests: named by nothing once every manifest is re-sealed
         yield from core._collect(tk, lambda decoded, pinned: set())
     return report
+
+
+def _missing_heads(core: SaverCore, thread_id: str, cps: list[Any], heads: Any) -> list[Any]:
+    """Reseal quadruples that write a head naming the newest checkpoint whose record
+    verifies (``cps``) for each namespace that has none (written before heads, or
+    unsigned): only where none is."""
+    if not isinstance(heads, dict):
+        return []
+    newest: dict[str, str] = {}
+    for raw_member in cps:
+        try:
+            ns, checkpoint_id = core.keys.parse_checkpoint_member(_label(raw_member))
+        except ValueError:
+            continue
+        newest[ns] = max(newest.get(ns, ""), checkpoint_id)
+    out: list[Any] = []
+    for ns, checkpoint_id in sorted(newest.items()):
+        field_, record = sealed_head(core.envelope, thread_id, ns, checkpoint_id)
+        if field_.encode() not in heads:
+            out += ["head", field_, "", record]  # "": only if still absent (reseal.lua)
+    return out
 
 
 class _Rekey:
@@ -137,7 +164,9 @@ def resign_threads(
     return reports
 
 
-_KIND_NAMES = {"cp": "checkpoint", "wr": "write", "bl": "channel value", "lg": "ledger entry"}
+_KIND_NAMES = {
+    "cp": "checkpoint", "wr": "write", "bl": "channel value", "lg": "ledger entry", "head": "head"
+}  # fmt: skip
 
 
 def _open(

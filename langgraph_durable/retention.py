@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from langgraph_durable.elements import may_be_manifest
+from langgraph_durable.heads import sealed_head
 from langgraph_durable.keys import SEP, ThreadKeys
 from langgraph_durable.ledger.retention import forget_replayed
 from langgraph_durable.ops import Batch, Plan, Script
@@ -97,6 +98,7 @@ class RetentionPlans(ReadPlans):
                     *sorted(doomed),
                     len(garbage),
                     *garbage,
+                    *self._heads_after(tk, cps, doomed),
                     *loose,
                 ],
             )
@@ -106,6 +108,35 @@ class RetentionPlans(ReadPlans):
         logger.warning(
             "langgraph-durable: gave up pruning thread %r: it kept being written", tk.thread_id
         )
+
+    def _heads_after(self, tk: ThreadKeys, cps: Any, doomed: set[str]) -> list[Any]:
+        """The head updates of a deletion (heads.py): for each namespace whose newest
+        checkpoint it deletes (a rollback), the signed head naming the newest left, or ""
+        where none is. Retention keeps the newest: it leaves heads alone, so it never
+        writes over what a head says about checkpoints removed behind the saver's back."""
+        if not self.envelope.signed or not doomed:
+            return [0]
+        newest: dict[str, str | None] = {}
+        top: dict[str, str] = {}
+        for raw_member in cps:
+            try:
+                ns, checkpoint_id = self.keys.parse_checkpoint_member(_label(raw_member))
+            except ValueError:
+                continue
+            newest.setdefault(ns, None)
+            if checkpoint_id > top.get(ns, ""):
+                top[ns] = checkpoint_id
+            if _label(raw_member) not in doomed:
+                newest[ns] = max(newest[ns] or "", checkpoint_id)
+        touched = {ns for ns, cid in top.items() if newest[ns] != cid}
+        updates: list[Any] = []
+        for ns in sorted(touched):
+            left = newest.get(ns)
+            if left:
+                updates += sealed_head(self.envelope, tk.thread_id, ns, left)
+            else:
+                updates += [self.keys.head_field(ns), ""]
+        return [len(updates) // 2, *updates]
 
     def _elements_named(
         self, tk: ThreadKeys, blob_fields: list[str], doomed: set[str]

@@ -21,6 +21,7 @@ from typing import Any
 
 from langgraph_durable import elements
 from langgraph_durable.errors import ConfigurationError, RecordDamagedError
+from langgraph_durable.heads import KIND, MARK_PREFIX, sealed_head
 from langgraph_durable.keys import KeySchema
 from langgraph_durable.ledger.rollback import void_runs
 from langgraph_durable.ops import Batch, Command, Plan, Script
@@ -80,10 +81,11 @@ class ThreadPlans(RetentionPlans):
                 ("HGETALL", src.lg),
                 ("HGETALL", src.el),
                 ("PTTL", src.cp),
+                ("HGETALL", src.head),
             ],
             errors_as_values=True,
         )
-        *replies, source_ttl = replies
+        *replies, source_ttl, source_heads = replies
         (cps, wrs, bls, runs, lgs, els), wrong = _wrong_type_as_empty(replies, ({},) * 6)
         for i in wrong:
             logger.error(
@@ -143,6 +145,17 @@ class ThreadPlans(RetentionPlans):
         # The copy expires as the source does: a source waiting on an interrupt() has no
         # expiry until its next checkpoint (see _prelude.lua arm), and neither has its copy.
         waiting = bool(self.ttl) and source_ttl == -1
+        newest: dict[str, str] = {}  # the copy's heads (heads.py): its newest per namespace
+        for member in copied_cps[0::3]:
+            ns, checkpoint_id = self.keys.parse_checkpoint_member(member)
+            newest[ns] = max(newest.get(ns, ""), checkpoint_id)
+        heads = [
+            x
+            for ns, checkpoint_id in sorted(newest.items())
+            for x in sealed_head(self.envelope, dst.thread_id, ns, checkpoint_id)
+        ]
+        heads = heads if self.envelope.signed else []
+        heads += self._copied_marks(src.thread_id, dst.thread_id, source_heads)
         restore = Script(
             "restore_records",
             dst.with_twins(),
@@ -150,6 +163,8 @@ class ThreadPlans(RetentionPlans):
                 "persist" if waiting else self.ttl_arg,
                 len(ledger_runs),
                 *[x for pair in sorted(ledger_runs.items()) for x in pair],
+                len(heads) // 2,
+                *heads,
                 len(copied_cps) // 3,
                 len(copied_wrs) // 2,
                 len(copied_lgs) // 2,
@@ -169,6 +184,23 @@ class ThreadPlans(RetentionPlans):
             for command in self.run_index.ahead(run_id, dst.thread_id, again=True)
         )
         yield Batch([restore], ahead=ahead)
+
+    def _copied_marks(self, source: str, target: str, heads: Any) -> list[Any]:
+        """The source's ledger marks (heads.py), re-sealed for the copy: those that
+        verify."""
+        if not self.envelope.signed or not isinstance(heads, dict):
+            return []
+        out: list[Any] = []
+        for raw_field, record in sorted(heads.items()):
+            field_ = _label(raw_field)
+            if not field_.startswith(MARK_PREFIX):
+                continue
+            try:
+                body = self.envelope.open(KeySchema.identity(KIND, source, field_), record)
+            except RecordDamagedError:
+                continue  # left out: the copy's entry has no mark, as before marks
+            out += [field_, self.envelope.seal(KeySchema.identity(KIND, target, field_), body)]
+        return out
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> Plan[None]:
         wanted_runs = {str(r) for r in run_ids}

@@ -11,10 +11,14 @@ these findings; reads never call this. Mixed into ``SaverCore``; built on the re
 
 from __future__ import annotations
 
+from typing import Any
+
 from langgraph_durable import elements
 from langgraph_durable.codec import RecordCodec
 from langgraph_durable.elements import ValueRecords
 from langgraph_durable.errors import RecordDamagedError
+from langgraph_durable.heads import head_checkpoint, stale_reason
+from langgraph_durable.keys import ThreadKeys
 from langgraph_durable.ops import Batch, Plan
 from langgraph_durable.records import (
     MALFORMED,
@@ -32,7 +36,7 @@ class VerifyPlans(RecordCodec):
     def verify(self, thread_id: str) -> Plan[VerifyReport]:
         """Check every record of a thread without changing anything (one round trip)."""
         tk = self.keys.thread(str(thread_id))
-        keys = (tk.cps, tk.cp, tk.wix, tk.wr, tk.bl, tk.qt, tk.el)
+        keys = (tk.cps, tk.cp, tk.wix, tk.wr, tk.bl, tk.qt, tk.el, tk.head)
         replies = yield Batch(
             [
                 ("ZRANGE", tk.cps, 0, -1),
@@ -42,11 +46,12 @@ class VerifyPlans(RecordCodec):
                 ("HGETALL", tk.bl),
                 ("HLEN", tk.qt),
                 ("HGETALL", tk.el),
+                ("HGETALL", tk.head),
             ],
             errors_as_values=True,
         )
-        (cp_index, cps, wix, wrs, bls, quarantined, els), wrong = _wrong_type_as_empty(
-            replies, ([], {}, [], {}, {}, 0, {})
+        (cp_index, cps, wix, wrs, bls, quarantined, els, heads), wrong = _wrong_type_as_empty(
+            replies, ([], {}, [], {}, {}, 0, {}, {})
         )
         report = VerifyReport(tk.thread_id, quarantined=quarantined)
         report.findings += [Finding("index", keys[i], "", "key of the wrong type") for i in wrong]
@@ -119,5 +124,43 @@ class VerifyPlans(RecordCodec):
                 report.findings.append(
                     Finding("write", tk.wr, write_member, exc.reason, checkpoint_id)
                 )
+        if self.envelope.signed:
+            self._verify_heads(tk, records, heads, report)
         report.records_checked = len(records) + len(writes) + len(blobs) + len(blobs.elements)
         return report
+
+    def _verify_heads(
+        self, tk: ThreadKeys, records: dict[str, Any], heads: dict[Any, Any], report: VerifyReport
+    ) -> None:
+        """A signed thread's heads (heads.py): each namespace holding a checkpoint that
+        verifies has one that verifies, naming no checkpoint newer than those stored.
+        (Where none verifies, the reader's key may be what is wrong: said already.)"""
+        newest: dict[str, str] = {}
+        readable: set[str] = set()
+        intact = set(report.intact_checkpoints)
+        for member in records:
+            try:
+                ns, checkpoint_id = self.keys.parse_checkpoint_member(member)
+            except ValueError:
+                continue
+            newest[ns] = max(newest.get(ns, ""), checkpoint_id)
+            if checkpoint_id in intact:
+                readable.add(ns)
+        for ns, stored in sorted(newest.items()):
+            if ns not in readable:
+                continue
+            field_ = self.keys.head_field(ns)
+            record = heads.get(field_.encode())
+            if record is None:
+                reason = "missing: the signed head of the namespace (resign writes one)"
+                report.findings.append(Finding("head", tk.head, field_, reason))
+                continue
+            try:
+                head_id = head_checkpoint(self.envelope, tk.thread_id, ns, record)
+            except RecordDamagedError as exc:
+                report.findings.append(Finding("head", tk.head, field_, exc.reason))
+                continue
+            if head_id > stored:
+                report.findings.append(
+                    Finding("head", tk.head, field_, stale_reason(head_id), head_id)
+                )

@@ -38,6 +38,7 @@ from langgraph.checkpoint.base import (
 from langgraph_durable import inputs, reply_codes, saved_here
 from langgraph_durable.errors import InvalidConfigError, NotReplicatedError
 from langgraph_durable.fencing import held_token
+from langgraph_durable.heads import sealed_head
 from langgraph_durable.inputs import configurable
 from langgraph_durable.keys import ThreadKeys
 from langgraph_durable.ops import Batch, Plan, Script
@@ -117,6 +118,7 @@ class WritePlans(RetentionPlans):
         elements = sorted((d, e) for d, e in new_elements.items() if d not in known)
         unsent = _unsent(manifests, elements)
         parent_versions = parent.versions if parent is not None else None
+        head = sealed_head(self.envelope, thread_id, ns, checkpoint["id"])  # heads.py
         # Before the write: a reader must never find it in Redis and not here.
         saved_here.note(self.keys.prefix, thread_id, ns, checkpoint["id"], meta.get("source"))
         for attempt in (1, 2):
@@ -148,7 +150,7 @@ class WritePlans(RetentionPlans):
             # With a ttl, MULTI keeps a client that dies halfway from leaving a hash
             # without an expiry.
             sent = [*(d for d, _ in elements), *(f for f, _ in blobs)]
-            script = Script("put_checkpoint", tk.for_writes(), [*args, "sent", *sent])
+            script = Script("put_checkpoint", tk.for_writes(), [*args, "sent", *sent, *head])
             replies, acked = yield from self.write_round_trip(
                 [
                     *(("HSET", tk.el, d, e) for d, e in elements),
@@ -188,7 +190,7 @@ class WritePlans(RetentionPlans):
         in_namespace, acked = yield from self._write_reply(tk, script, replies[-1], acked)
         if in_namespace == -1:  # a hash has the wrong type: repair, values inline
             pairs = [x for pair in (*elements, *blobs) for x in pair]
-            inline = Script("put_checkpoint", tk.with_twins(), [*args, "inline", *pairs])
+            inline = Script("put_checkpoint", tk.with_twins(), [*args, "inline", *pairs, *head])
             (in_namespace,), acked = yield from self.write_round_trip([inline], raising=True)
         self._newest_versions.remember(
             (thread_id, ns), checkpoint.get("channel_versions", {}), checkpoint["id"], manifests

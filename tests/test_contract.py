@@ -211,8 +211,11 @@ def test_unchanged_channels_are_not_rewritten(saver: RedisSaver, redis_client: r
     parent = saver.keys.checkpoint_member("", first["configurable"]["checkpoint_id"])
     field_a = saver.keys.blob_field("", "a", versions["a"])  # kept: checked, not sent
     # ARGV 9 (no element named without being sent), 10 K, the kept field the parent
-    # names, 11+K U (none never written) and when, 13+K+2U E, "sent"
-    assert script.args[7:] == [parent, b"", 1, field_a, 0, "renamed", 0, "sent", field_b]
+    # names, 11+K U (none never written) and when, 13+K+2U E, "sent", and no head
+    # (unsigned: heads.py)
+    assert script.args[7:] == [
+        parent, b"", 1, field_a, 0, "renamed", 0, "sent", field_b, "", ""
+    ]  # fmt: skip
     assert redis_client.hlen(keys.bl) == 3
     assert saver.get_tuple(config("blobs")).checkpoint["channel_values"] == {
         "a": "A" * 1000,

@@ -161,6 +161,11 @@ class LedgerEntry:
 
 def seal_entry(codec: RecordCodec, thread_id: str, entry: LedgerEntry) -> bytes:
     """The record of ``entry``: msgpack in the integrity envelope, bound to its field."""
+    return sealed_entry(codec, thread_id, entry)[0]
+
+
+def sealed_entry(codec: RecordCodec, thread_id: str, entry: LedgerEntry) -> tuple[bytes, bytes]:
+    """The record of ``entry`` and its body (what its signed mark names: heads.py)."""
     serde = codec.serde
     body = {
         "v": _FORMAT,
@@ -187,7 +192,8 @@ def seal_entry(codec: RecordCodec, thread_id: str, entry: LedgerEntry) -> bytes:
         ],
     }
     identity = KeySchema.identity(_LEDGER, thread_id, entry.field)
-    return codec.envelope.seal(identity, msgpack.packb(body, use_bin_type=True))
+    packed = msgpack.packb(body, use_bin_type=True)
+    return codec.envelope.seal(identity, packed), packed
 
 
 def open_entry(

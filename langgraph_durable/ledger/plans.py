@@ -27,6 +27,7 @@ from typing import Any, cast
 from langgraph.errors import GraphInterrupt
 
 from langgraph_durable.errors import ToolOutcomeUnknownError
+from langgraph_durable.heads import REPLAYED
 from langgraph_durable.ledger.divergence import (
     diverged_entry,
     diverged_error,
@@ -230,7 +231,9 @@ class LedgerPlans(LedgerStore):
                 reason = _unknown_reason(entry)
                 answer = ctx.answers.get(site.field)
                 if answer is None:
-                    if policy not in ("retry", "readonly"):
+                    # A record written back over a newer one (heads.py) may hide a call
+                    # that finished: a human decides, whatever the policy.
+                    if policy not in ("retry", "readonly") or entry.damage == REPLAYED:
                         raise self._unknown(site, key, reason)
                 else:
                     if answer.action == "fail":

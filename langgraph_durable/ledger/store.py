@@ -22,13 +22,14 @@ from typing import Any
 
 from langgraph_durable import saved_here
 from langgraph_durable.fencing import held_token
+from langgraph_durable.heads import REPLAYED, ledger_mark, replayed
 from langgraph_durable.keys import KeySchema
 from langgraph_durable.ledger.entries import (
     _LEDGER,
     DAMAGED,
     LedgerEntry,
     open_entry,
-    seal_entry,
+    sealed_entry,
 )
 from langgraph_durable.ledger.executions import (
     Lineage,
@@ -75,7 +76,7 @@ class LedgerStore:
         back (executions.py)."""
         tk = self._keys.thread(thread_id)
         void_min, void_max = self._keys.ledger_void_range()
-        wrongtype, damaged, flat, unindexed, saved, voids, newest = yield Script(
+        wrongtype, damaged, flat, unindexed, saved, voids, newest, marks = yield Script(
             "ledger_read", tk.with_twins(), [*bounds, "", prefix, start_member, void_min, void_max]
         )
         if wrongtype:
@@ -85,14 +86,28 @@ class LedgerStore:
                 [k.decode() if isinstance(k, bytes) else k for k in wrongtype],
             )
         entries = []
+        marked = dict(zip(marks[0::2], marks[1::2]))
+        core = self.saver.core
         for i in range(0, len(flat), 2):
             if self._keys.ledger_void_run(flat[i]) is not None:
                 voids += flat[i : i + 2]  # a whole-ledger read holds them among the entries
                 continue
             try:
-                entries.append(open_entry(self.saver.core, thread_id, flat[i], flat[i + 1] or None))
+                entry = open_entry(core, thread_id, flat[i], flat[i + 1] or None)
             except (ValueError, UnicodeDecodeError):  # not a field we wrote
                 logger.error("langgraph-durable: malformed ledger field %r", flat[i])
+                continue
+            if entry.state != DAMAGED and replayed(
+                core.envelope, thread_id, entry.field, flat[i + 1], marked.get(flat[i])
+            ):
+                logger.error(
+                    "langgraph-durable: ledger entry %r of thread %r is %s",
+                    entry.field,
+                    thread_id,
+                    REPLAYED,
+                )
+                entry = replace(entry, state=DAMAGED, damage=REPLAYED)
+            entries.append(entry)
         if unindexed:
             logger.error(
                 "langgraph-durable: the ledger index of thread %r lost %d entries whose "
@@ -136,18 +151,21 @@ class LedgerStore:
             if entry.run_id:
                 run_ids.add(entry.run_id)
             reason = damaged.get(entry.field) or ""
-            record = seal_entry(core, thread_id, entry)
+            record, body = sealed_entry(core, thread_id, entry)
             args += [
                 entry.field,
                 record,
                 self._keys.quarantine_field(_LEDGER, entry.field) if reason else "",
                 reason,
+                *ledger_mark(core.envelope, thread_id, entry.field, body),  # heads.py
             ]
             written.append(replace(entry, seen=hashlib.sha1(record).hexdigest()))
         settling: list[Any] = [core.ttl_arg, token]
         for entry in settle:
             if entry.seen is not None:
-                settling += [entry.field, entry.seen, seal_entry(core, thread_id, entry)]
+                record, body = sealed_entry(core, thread_id, entry)
+                mark = ledger_mark(core.envelope, thread_id, entry.field, body)
+                settling += [entry.field, entry.seen, record, *mark]
         # Each run goes in the thread's runs hash too (keys.py): delete_thread finds every
         # run whose index set names the thread.
         runs = [x for r in sorted(run_ids) for x in (self._keys.ledger_run_member(r), r)]
@@ -177,7 +195,7 @@ class LedgerStore:
         if read.unindexed:  # put the index back together (an empty record re-indexes a field)
             token = held_token(self._keys.prefix, place.thread_id)
             args: list[Any] = [self.saver.core.ttl_arg, token, 0]
-            args += [x for field in read.unindexed for x in (field, "", "", "")]
+            args += [x for field in read.unindexed for x in (field, "", "", "", "", "")]
             yield Script("ledger_write", self._keys.thread(place.thread_id).with_twins(), args)
         found = executions(read.entries, read.voided)
         prefix, now = self._keys.prefix, place.now

@@ -1,14 +1,15 @@
 -- Shared prelude, prepended to every script by langgraph_durable/scripts.py.
 -- KEYS of every thread script, in this order (langgraph_durable.keys.ThreadKeys):
 --   1 cps  2 wix  3 cp  4 wr  5 bl  6 runs  7 qt  8 lg  9 lgx  10 sub  11 el  12 gen
---   (ThreadKeys.all), then for write scripts 13 the lease and 14 the fence (see lease.lua; for_writes), and
+--   13 head (ThreadKeys.all), then for write scripts 14 the lease and 15 the fence (see
+--   lease.lua; for_writes), and
 -- for scripts that move keys of the wrong type aside, the "damaged" twin of each of the
--- twelve at TWIN + i (with_twins), so a write never fails on a damaged key and never
+-- thirteen at TWIN + i (with_twins), so a write never fails on a damaged key and never
 -- destroys its contents. Write scripts get the twins only once they need them: they
 -- answer LGD_REPAIR and the caller sends them again with the twins.
 local K_CPS, K_WIX, K_CP, K_WR, K_BL, K_RUNS, K_QT, K_LG, K_LGX, K_SUB = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10
-local K_EL, K_GEN = 11, 12
-local K_LEASE, K_FENCE = 13, 14
+local K_EL, K_GEN, K_HEAD = 11, 12, 13
+local K_LEASE, K_FENCE = 14, 15
 local TWIN = K_FENCE
 
 -- A checkpoint member is  ns SEP id; its timeline member (the sub index, keys.py) is
@@ -122,7 +123,7 @@ local function unindexed()
   return out
 end
 
-local KEY_TYPES = {'zset', 'zset', 'hash', 'hash', 'hash', 'hash', 'hash', 'hash', 'zset', 'zset', 'hash', 'string'}
+local KEY_TYPES = {'zset', 'zset', 'hash', 'hash', 'hash', 'hash', 'hash', 'hash', 'zset', 'zset', 'hash', 'string', 'hash'}
 
 -- Before writing: move every key of the wrong type to its "damaged" twin. The twin gets
 -- the thread's ttl (seconds, 0 for none): RENAME keeps the source's, which may be none.

@@ -11,13 +11,14 @@
 -- aside as damaged, so entries may be missing), {field, record or false, ...},
 -- {fields of records the index lacks}, {starting checkpoints still saved},
 -- {rolled-back-run field, record, ...}, {the 8 newest checkpoint members of the
--- task's namespace} } (with "fields": {field, ...} for the third; the last three empty
--- without ARGV 5)
+-- task's namespace}, {field, signed mark, ...} for the entries read that have one
+-- (heads.py) } (with "fields": {field, ...} for the third; the last four empty without
+-- ARGV 5, the marks also for a whole-ledger read)
 local index_ok = usable(K_LGX, 'zset')
 local hash_ok = usable(K_LG, 'hash')
 local damaged = 0
 if redis.call('EXISTS', KEYS[TWIN + K_LG], KEYS[TWIN + K_LGX]) > 0 then damaged = 1 end
-if not (index_ok and hash_ok) then return {wrongtype, 1, {}, {}, {}, {}, {}} end
+if not (index_ok and hash_ok) then return {wrongtype, 1, {}, {}, {}, {}, {}, {}} end
 local fields = redis.call('ZRANGEBYLEX', KEYS[K_LGX], ARGV[1], ARGV[2])
 local unindexed = {}
 if redis.call('ZCARD', KEYS[K_LGX]) ~= redis.call('HLEN', KEYS[K_LG]) then
@@ -29,7 +30,7 @@ if redis.call('ZCARD', KEYS[K_LGX]) ~= redis.call('HLEN', KEYS[K_LG]) then
     end
   end
 end
-if ARGV[3] == 'fields' then return {wrongtype, damaged, fields, unindexed, {}, {}, {}} end
+if ARGV[3] == 'fields' then return {wrongtype, damaged, fields, unindexed, {}, {}, {}, {}} end
 local out = {}
 for i = 1, #fields do  -- HGET each: unpack() of a long thread's fields would overflow
   out[#out + 1] = fields[i]
@@ -60,4 +61,14 @@ if (ARGV[5] or '') ~= '' then
     voids[#voids + 1] = redis.call('HGET', KEYS[K_LG], field)
   end
 end
-return {wrongtype, damaged, out, unindexed, saved, voids, newest}
+local marks = {}
+if redis.call('EXISTS', KEYS[K_HEAD]) == 1 and usable(K_HEAD, 'hash') then
+  for i = 1, #fields do
+    local mark = redis.call('HGET', KEYS[K_HEAD], '\1\3lg\0' .. fields[i])
+    if mark then
+      marks[#marks + 1] = fields[i]
+      marks[#marks + 1] = mark
+    end
+  end
+end
+return {wrongtype, damaged, out, unindexed, saved, voids, newest, marks}

@@ -2,9 +2,10 @@
 -- A record being replaced that was found damaged is kept in the quarantine hash first.
 -- KEYS: ThreadKeys.with_twins (see _prelude.lua)
 -- ARGV: 1 ttl, 2 fencing token or "", 3 the number R of runs the entries belong to, then
---       R pairs (runs member, run id: keys.ledger_run_member), then quadruples (field,
---       record, quarantine field, reason; the last two empty unless the record being
---       replaced is damaged). An empty record re-indexes the field's record, if it is
+--       R pairs (runs member, run id: keys.ledger_run_member), then sextuples (field,
+--       record, quarantine field, reason, mark field, mark; quarantine field and reason
+--       empty unless the record being replaced is damaged, the mark's two empty
+--       unsigned: heads.py). An empty record re-indexes the field's record, if it is
 --       still there (ledger_read found it missing from the index).
 local denied = fence_denial(ARGV[2])
 if denied then return redis.error_reply(denied) end
@@ -13,7 +14,7 @@ local first = 4 + 2 * tonumber(ARGV[3])
 for i = 4, first - 1, 2 do
   redis.call('HSET', KEYS[K_RUNS], ARGV[i], ARGV[i + 1])
 end
-for i = first, #ARGV, 4 do
+for i = first, #ARGV, 6 do
   local field = ARGV[i]
   if ARGV[i + 1] == '' then
     if redis.call('HEXISTS', KEYS[K_LG], field) == 1 then
@@ -28,6 +29,7 @@ for i = first, #ARGV, 4 do
     end
     redis.call('HSET', KEYS[K_LG], field, ARGV[i + 1])
     redis.call('ZADD', KEYS[K_LGX], 0, field)
+    if ARGV[i + 4] ~= '' then redis.call('HSET', KEYS[K_HEAD], ARGV[i + 4], ARGV[i + 5]) end
   end
 end
 touch(ARGV[1])

@@ -17,6 +17,7 @@
 --                 values cost Redis about as much again when they pass through Lua,
 --                 so the usual path keeps them out)
 --       14+K+2U "inline": E pairs (digest, element), then pairs (blob field, record)
+--       and last, the namespace's head field and signed head (heads.py), both "" unsigned
 -- Returns the number of checkpoints the namespace now has (for keep_last retention; 0
 -- without bounds), or -1 when a "sent" value or element is not there (a hash has the
 -- wrong type): the caller then sends them inline, with the twins, and this script
@@ -30,6 +31,7 @@ local unwritten = tonumber(ARGV[11 + kept])
 local sent_elements = tonumber(ARGV[13 + kept + 2 * unwritten])
 local mode = 14 + kept + 2 * unwritten
 local sent = ARGV[mode] == 'sent'
+local last = #ARGV - 2  -- the last two: the namespace's head field and signed head, or ""
 
 -- A refused write leaves nothing behind: the values sent ahead of this script go again,
 -- unless the checkpoint is indexed already (a retried put whose first attempt went
@@ -41,7 +43,7 @@ local function refuse(err)
   if sent then
     local ok, indexed = pcall(redis.call, 'ZSCORE', KEYS[K_CPS], ARGV[3])
     if not (ok and indexed) then
-      for i = mode + 1 + sent_elements, #ARGV do pcall(redis.call, 'HDEL', KEYS[K_BL], ARGV[i]) end
+      for i = mode + 1 + sent_elements, last do pcall(redis.call, 'HDEL', KEYS[K_BL], ARGV[i]) end
       if redis.call('EXISTS', KEYS[K_CPS], KEYS[K_WR]) == 0 then
         for i = mode + 1, mode + sent_elements do pcall(redis.call, 'HDEL', KEYS[K_EL], ARGV[i]) end
       end
@@ -78,7 +80,7 @@ for j = 1, #ARGV[9], 16 do
   if ok and present == 0 then return refuse('LGD_LOST element') end
 end
 if sent then
-  for i = mode + 1, #ARGV do
+  for i = mode + 1, last do
     local ok, present = pcall(redis.call, 'HEXISTS', KEYS[i <= mode + sent_elements and K_EL or K_BL], ARGV[i])
     if not ok or present == 0 then return -1 end
   end
@@ -89,7 +91,7 @@ else
     redis.call('HSET', KEYS[K_EL], ARGV[i], ARGV[i + 1])
     i = i + 2
   end
-  for j = i, #ARGV, 2 do
+  for j = i, last, 2 do
     redis.call('HSET', KEYS[K_BL], ARGV[j], ARGV[j + 1])
   end
 end
@@ -108,6 +110,7 @@ local function index()
   redis.call('ZADD', KEYS[K_CPS], 0, ARGV[3])
   local timeline = timeline_of(ARGV[3])
   if timeline then redis.call('ZADD', KEYS[K_SUB], 0, timeline) end
+  if ARGV[#ARGV] ~= '' then redis.call('HSET', KEYS[K_HEAD], ARGV[#ARGV - 1], ARGV[#ARGV]) end
 end
 if not repairing(index, ARGV[1]) then
   touch(ARGV[1])  -- the values sent stay for the resend with the twins: not without a ttl

@@ -8,13 +8,14 @@ from langgraph_durable.repair import repair
 from tests.helpers.redis_keys import flipped
 from tests.unit.scripted import THREAD, Thread, drive, make_core
 
-VERIFY = "batch:ZRANGE,HGETALL,ZRANGE,HGETALL,HGETALL,HLEN,HGETALL"
+VERIFY = "batch:ZRANGE,HGETALL,ZRANGE,HGETALL,HGETALL,HLEN,HGETALL,HGETALL"
 WRITES = "batch:ZRANGE,HKEYS"
 
 
 def verify_reply(thread: Thread, *, cp_index: list[str], cps: dict[str, bytes]) -> list[Any]:
-    """The verify batch's replies: cps index, cp hash, wix, wr hash, bl hash, quarantine size."""
-    return [[m.encode() for m in cp_index], cps, [], {}, dict(thread.values), 0, {}]
+    """The verify batch's replies: cps index, cp hash, wix, wr hash, bl hash, quarantine
+    size, elements, heads."""
+    return [[m.encode() for m in cp_index], cps, [], {}, dict(thread.values), 0, {}, {}]
 
 
 def test_repair_quarantines_damage_then_reindexes_what_is_intact() -> None:
