@@ -61,15 +61,20 @@ class RetentionPlans(ReadPlans):
             )
             if isinstance(generation, Exception):
                 generation = b""  # the wrong type: the deletion moves it aside first
-            if any(isinstance(r, Exception) for r in (cps, blob_fields, element_digests)):
+            # A key of the wrong type reads as empty, and the deletion script moves it
+            # aside first; nothing it may have referenced is deleted (intact: False).
+            wrong = [r for r in (cps, blob_fields, element_digests) if isinstance(r, Exception)]
+            if wrong:
                 logger.warning(
-                    "langgraph-durable: not pruning thread %r: a key of it has the wrong "
-                    "type (the next write moves it aside)",
+                    "langgraph-durable: thread %r has a key of the wrong type (moved aside "
+                    "by this deletion); every channel value and element is kept",
                     tk.thread_id,
                 )
-                return
+            cps = {} if isinstance(cps, Exception) else cps
+            blob_fields = [] if isinstance(blob_fields, Exception) else blob_fields
+            element_digests = [] if isinstance(element_digests, Exception) else element_digests
             decoded: dict[str, _Decoded] = {}
-            intact = True
+            intact = not wrong
             for raw_member, record in cps.items():
                 entry = self._decode_entry(tk, [raw_member, record, []])
                 if isinstance(entry, _Damage):
@@ -146,7 +151,9 @@ class RetentionPlans(ReadPlans):
         name; None when one of them cannot be read (a missing or damaged record might
         have been a manifest: every element stays)."""
         reads = [("HGETALL", tk.wr), *([("HMGET", tk.bl, *blob_fields)] if blob_fields else [])]
-        writes, *values = yield Batch(reads)
+        writes, *values = yield Batch(reads, errors_as_values=True)
+        if isinstance(writes, Exception) or any(isinstance(v, Exception) for v in values):
+            return None  # a key of the wrong type: what it named is unknown, all stay
         named: set[bytes] = set()
         for blob_field, record in zip(blob_fields, values[0] if values else []):
             if record is None:

@@ -22,10 +22,10 @@ from typing import Any
 from langgraph_durable import elements
 from langgraph_durable.errors import ConfigurationError, RecordDamagedError
 from langgraph_durable.heads import KIND, MARK_PREFIX, sealed_head
-from langgraph_durable.keys import KeySchema
+from langgraph_durable.keys import KeySchema, ThreadKeys
 from langgraph_durable.ledger.rollback import void_runs
-from langgraph_durable.ops import Batch, Command, Plan, Script
-from langgraph_durable.records import _label, _wrong_type_as_empty
+from langgraph_durable.ops import Batch, Plan, Script
+from langgraph_durable.records import _Decoded, _label, _wrong_type_as_empty
 from langgraph_durable.retention import RetentionPlans, _prunable
 from langgraph_durable.runs import RunIndex
 
@@ -82,10 +82,12 @@ class ThreadPlans(RetentionPlans):
                 ("HGETALL", src.el),
                 ("PTTL", src.cp),
                 ("HGETALL", src.head),
+                ("ZRANGE", src.cps, 0, -1),
+                ("ZRANGE", src.wix, 0, -1),
             ],
             errors_as_values=True,
         )
-        *replies, source_ttl, source_heads = replies
+        *replies, source_ttl, source_heads, cp_index, write_index = replies
         (cps, wrs, bls, runs, lgs, els), wrong = _wrong_type_as_empty(replies, ({},) * 6)
         for i in wrong:
             logger.error(
@@ -95,6 +97,17 @@ class ThreadPlans(RetentionPlans):
                 dst.thread_id,
                 (src.cp, src.wr, src.bl, src.runs, src.lg, src.el)[i],
             )
+        for kind, index, records in (("checkpoints", cp_index, cps), ("writes", write_index, wrs)):
+            lost = [m for m in index if m not in records] if isinstance(index, list) else []
+            if lost:  # reads of the source report them too (damage: index without record)
+                logger.warning(
+                    "langgraph-durable: copy_thread %r -> %r left out %d %s the index names "
+                    "whose records are missing",
+                    src.thread_id,
+                    dst.thread_id,
+                    len(lost),
+                    kind,
+                )
         copied_cps: list[Any] = []
         copied_wrs: list[Any] = []
         copied_bls: list[Any] = []
@@ -225,20 +238,59 @@ class ThreadPlans(RetentionPlans):
                 continue
             for member in members:
                 indexed.setdefault(_label(member), set()).add(run_id)
-        for thread_id in sorted(thread_ids | indexed.keys()):
-            tk = self.keys.thread(thread_id)
-            runs = yield Command(("HGETALL", tk.runs))
-            doomed = {_label(m) for m, r in runs.items() if _label(r) in wanted_runs}
-            # The ledger first, also where the run saved no checkpoint (it may have
-            # recorded calls): once the checkpoints are gone a retried rollback would
-            # not find the thread's runs in its runs hash again.
-            rolled_back = ({_label(r) for r in runs.values()} & wanted_runs) | indexed.get(
-                thread_id, set()
+        visited = set(thread_ids | indexed.keys())
+        trusted = True
+        for thread_id in sorted(visited):
+            named = indexed.get(thread_id, set())
+            traced = yield from self._roll_back(thread_id, wanted_runs, named)
+            trusted = trusted and (not named or traced)
+        if not trusted and not thread_ids:
+            # The index names a thread the run left nothing in (a member damaged, or one
+            # pruned since): it may lack others too. Unsigned, it is no proof: SCAN.
+            logger.warning(
+                "langgraph-durable: the run index of %s names a thread without the run's "
+                "checkpoints: searching every thread",
+                sorted(wanted_runs),
             )
-            if rolled_back:
-                yield from void_runs(self, tk, rolled_back)
-            if doomed:
-                yield from self._collect(tk, lambda decoded, pinned, doomed=doomed: doomed)
+            for thread_id in sorted(set((yield from self.all_thread_ids())) - visited):
+                yield from self._roll_back(thread_id, wanted_runs, set())
+
+    def _roll_back(self, thread_id: str, wanted_runs: set[str], named: set[str]) -> Plan[bool]:
+        """Roll the ``wanted_runs`` back in one thread (``named``: those the run index says
+        wrote to it). False if the thread holds no trace of them."""
+        tk = self.keys.thread(thread_id)
+        of_run = yield from self._runs_of(tk)
+        traces = set(of_run.values()) & wanted_runs
+        if not traces and not of_run:
+            (exists,) = yield Batch([("EXISTS", *tk.all())], errors_as_values=True)
+            if exists == 0:
+                return False  # no such thread: nothing to roll back, nothing to create
+        doomed = {m for m, r in of_run.items() if r in wanted_runs}
+        # The ledger first, also where the run saved no checkpoint (it may have recorded
+        # calls, or be writing still): once the checkpoints are gone a retried rollback
+        # would not find the thread's runs in its runs hash again.
+        if traces | named:
+            yield from void_runs(self, tk, traces | named)
+        if doomed:
+            yield from self._collect(tk, lambda decoded, pinned: doomed)
+        return bool(traces)
+
+    def _runs_of(self, tk: ThreadKeys) -> Plan[dict[str, str]]:
+        """Checkpoint (and ledger run) member -> run id. The ``runs`` hash says it, and so
+        does each checkpoint record's metadata, which wins: the hash is unsigned (damaged,
+        an older copy, another type), and a rollback must not keep a cancelled run's
+        checkpoints because of it."""
+        runs, records = yield Batch(
+            [("HGETALL", tk.runs), ("HGETALL", tk.cp)], errors_as_values=True
+        )
+        of_run = {_label(m): _label(r) for m, r in runs.items()} if isinstance(runs, dict) else {}
+        if isinstance(records, dict):
+            for raw_member, record in records.items():
+                entry = self._decode_entry(tk, [raw_member, record, []])
+                run_id = entry.metadata.get("run_id") if isinstance(entry, _Decoded) else None
+                if run_id:
+                    of_run[entry.member] = str(run_id)
+        return of_run
 
     def index_runs(self) -> Plan[int]:
         """Once per key prefix (``setup()``): put every thread into its runs' sets, then

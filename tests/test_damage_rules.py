@@ -104,11 +104,6 @@ class Rule:
     xfail: dict[str, tuple[type[AssertionError], str]] = field(default_factory=dict)
 
 
-def raw(reason: str) -> tuple[type[AssertionError], str]:
-    """Fails today with an exception that is no DurableError."""
-    return RawError, reason
-
-
 def wrong(reason: str) -> tuple[type[AssertionError], str]:
     """Fails today with a wrong or silently incomplete result."""
     return WrongRead, reason
@@ -126,33 +121,15 @@ def every(worst: str) -> dict[str, Rule]:
 
 I, F, T = Rule(INTACT), Rule(FALLBACK), Rule(TYPED)
 
-# delete_for_runs decides which checkpoints a run wrote from the thread's runs hash alone.
-_RUNS_HASH = wrong(
-    "delete_for_runs picks the run's checkpoints from the runs hash alone (threads.py "
-    "ThreadPlans.delete_for_runs, HGETALL runs): a checkpoint whose runs field is damaged "
-    "or gone survives the rollback of its run, nothing logged"
-)
-# With P:run-index set, delete_for_runs visits only the threads the run's set names.
+# With P:run-index set, delete_for_runs visits the threads the run's set names (a set
+# naming a thread the run left nothing in makes it search every thread). A set deleted,
+# or put back as it was before it named a thread, is not told from a run that wrote
+# nothing there: a SCAN per rollback would be the price (README: who can write to your
+# Redis).
 _RUN_SET = wrong(
-    "delete_for_runs visits only the threads P:run:{R} names once P:run-index is set "
-    "(threads.py ThreadPlans.delete_for_runs): a thread missing from the set keeps the "
-    "run's checkpoints, nothing logged"
+    "delete_for_runs visits only the threads P:run:{R} names once P:run-index is set: a "
+    "set deleted or put back older keeps the run's checkpoints in a thread it lacks"
 )
-_LEASE_WRONG_TYPE = raw(
-    "WRONGTYPE: lua/lease.lua GETs the lease key with no type check (fencing.py "
-    "FencingPlans.acquire_lease / renew_lease / release_lease)"
-)
-_FENCE_WRONG_TYPE = (
-    "WRONGTYPE: fence_denial (lua/_prelude.lua) GETs the fence with no type check, in "
-    "every write script (put_checkpoint, put_writes, ledger_write; writes.py)"
-)
-
-
-def _copy_drops(what: str) -> tuple[type[AssertionError], str]:
-    return wrong(
-        f"copy_thread leaves out {what} and logs nothing: it copies the record hashes and "
-        "never compares them with the index (threads.py ThreadPlans.copy_thread)"
-    )
 
 
 # -- the rules ------------------------------------------------------------------------
@@ -161,54 +138,15 @@ RULES: dict[str, dict[str, Rule]] = {
     "cps": rules(F, I, F, I, I),
     # write index
     "wix": rules(I, I, F, I, I),
-    # checkpoint records: reads fall back, a named read raises CheckpointCorruptedError
-    "cp": rules(
-        T,
-        T,
-        F,
-        Rule(TYPED, {"copy_thread": _copy_drops("the checkpoints whose records are gone")}),
-        Rule(TYPED, {"copy_thread": _copy_drops("the checkpoints the older copy lacks")}),
-    ),
+    # checkpoint records: reads fall back, a named read raises CheckpointCorruptedError;
+    # copy_thread leaves out what the index names without a record, and says so
+    "cp": rules(T, T, F, T, T),
     # pending-write records: dropped with a report (the task runs again)
-    "wr": rules(
-        F,
-        F,
-        Rule(
-            FALLBACK,
-            {
-                "prune": raw(
-                    "WRONGTYPE from HGETALL wr in retention.py "
-                    "RetentionPlans._elements_named (a Batch without errors_as_values)"
-                ),
-                "delete_for_runs": raw(
-                    "WRONGTYPE from HGETALL wr in retention.py "
-                    "RetentionPlans._elements_named, deleting the run's checkpoints"
-                ),
-            },
-        ),
-        Rule(
-            FALLBACK, {"copy_thread": _copy_drops("indexed pending writes whose records are gone")}
-        ),
-        Rule(FALLBACK, {"copy_thread": _copy_drops("indexed pending writes the older copy lacks")}),
-    ),
+    "wr": rules(F, F, F, F, F),
     # channel values: reads fall back, a named read raises CheckpointCorruptedError
     "bl": every(TYPED),
-    # checkpoint -> run id, for delete_for_runs
-    "runs": rules(
-        Rule(INTACT, {"delete_for_runs": _RUNS_HASH}),
-        Rule(INTACT, {"delete_for_runs": _RUNS_HASH}),
-        Rule(
-            INTACT,
-            {
-                "delete_for_runs": raw(
-                    "WRONGTYPE from HGETALL runs in threads.py ThreadPlans.delete_for_runs "
-                    "(a Command, no type check)"
-                )
-            },
-        ),
-        Rule(INTACT, {"delete_for_runs": _RUNS_HASH}),
-        Rule(INTACT, {"delete_for_runs": _RUNS_HASH}),
-    ),
+    # checkpoint -> run id, for delete_for_runs: the checkpoints' own metadata decides
+    "runs": every(INTACT),
     # quarantine: forensics only, never read back
     "qt": every(INTACT),
     # ledger records: one that does not verify reads as damaged (an unknown outcome)
@@ -218,61 +156,17 @@ RULES: dict[str, dict[str, Rule]] = {
     # subgraph timeline
     "sub": rules(F, I, I, I, I),
     # elements of message lists: what names a damaged one falls back
-    "el": rules(
-        T,
-        T,
-        Rule(
-            TYPED,
-            {
-                "delete_for_runs": wrong(
-                    "delete_for_runs does not roll the run back when a key of the thread has "
-                    "the wrong type: retention.py logs 'not pruning thread' and it returns "
-                    "as if done"
-                )
-            },
-        ),
-        T,
-        T,
-    ),
+    "el": every(TYPED),
     # write generation: the next write starts it again
     "gen": every(INTACT),
-    # the lease a worker holds: others are refused (LeaseHeldError), the holder goes on
-    "lease": rules(
-        T,
-        T,
-        Rule(
-            TYPED,
-            {
-                "renew": _LEASE_WRONG_TYPE,
-                "release": _LEASE_WRONG_TYPE,
-                "acquire": _LEASE_WRONG_TYPE,
-                "other_put": raw(
-                    "WRONGTYPE: fence_denial (lua/_prelude.lua) GETs the lease with no type "
-                    "check for a write without a token, in every write script"
-                ),
-            },
-        ),
-        I,
-        T,
-    ),
+    # the lease a worker holds: others are refused (LeaseHeldError), the holder goes on;
+    # one of the wrong type is deleted by the next lease call (the fence still fences)
+    "lease": rules(T, T, T, I, T),
     # the fence: a damaged one refuses the holder's writes (LeaseLostError)
-    "fence": rules(
-        T,
-        T,
-        Rule(
-            TYPED,
-            {
-                "put": raw(_FENCE_WRONG_TYPE),
-                "put_writes": raw(_FENCE_WRONG_TYPE),
-                "aput": raw(_FENCE_WRONG_TYPE),
-            },
-        ),
-        T,
-        T,
-    ),
+    "fence": every(TYPED),
     # a run's index set P:run:{R}
     "run": rules(
-        Rule(INTACT, {"delete_for_runs": _RUN_SET}),
+        I,
         I,
         I,
         Rule(INTACT, {"delete_for_runs": _RUN_SET}),

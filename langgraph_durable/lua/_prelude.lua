@@ -65,18 +65,28 @@ local function next_generation()
   redis.call('SET', KEYS[K_GEN], now[1] .. string.format('%06d', now[2]))
 end
 
+-- The value of STRING key i (false if none), or nil and true if it holds another type.
+local function string_at(i)
+  local ok, value = pcall(redis.call, 'GET', KEYS[i])
+  if ok then return value, false end
+  return nil, true
+end
+
 -- One writer per thread. A write carrying a fencing token is accepted only while that
 -- token is the newest handed out for the thread; a write without one only while no
--- worker holds the lease. Returns the error to reply with, or nil to go ahead.
+-- worker holds the lease. A lease or fence key of the wrong type (damage) refuses both,
+-- typed: the next acquire (lease.lua) sets them right. Returns the error to reply with,
+-- or nil to go ahead.
 local function fence_denial(token)
   if token == '' then
-    local holder = redis.call('GET', KEYS[K_LEASE])
+    local holder, damaged = string_at(K_LEASE)
+    if damaged then return 'LGD_LEASED ? -1' end
     if holder then
       return 'LGD_LEASED ' .. string.gsub(holder, '%z.*', '') .. ' ' .. redis.call('PTTL', KEYS[K_LEASE])
     end
     return nil
   end
-  local newest = redis.call('GET', KEYS[K_FENCE])
+  local newest = string_at(K_FENCE)
   if newest ~= token then
     return 'LGD_FENCED ' .. token .. ' ' .. (newest or 'none')
   end

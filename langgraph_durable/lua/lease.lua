@@ -6,10 +6,23 @@
 --       4 the fencing token (renew, release), 5 the thread's ttl in seconds or 0
 -- Returns: acquire {1, token} or {0, holder, ms left}; renew and release 1 or 0.
 local op, owner, lease_ms = ARGV[1], ARGV[2], tonumber(ARGV[3])
-local current = redis.call('GET', KEYS[K_LEASE])
+-- A lease or fence key that is not what this script writes (the wrong type, a lease
+-- without "owner \0 token", a fence that is no number) is damage: deleted, as if expired.
+-- Safe: the next acquire hands out a token above any before (the clock), so a worker
+-- still holding an earlier one is fenced out.
+local current, damaged = string_at(K_LEASE)
 local holder, held_token
 if current then
   holder, held_token = string.match(current, '^(.-)%z(.*)$')
+end
+if damaged or (current and not holder) then
+  redis.call('DEL', KEYS[K_LEASE])
+  current = false
+end
+local fence, fence_damaged = string_at(K_FENCE)
+if fence_damaged or (fence and not tonumber(fence)) then
+  redis.call('DEL', KEYS[K_FENCE])
+  fence = false
 end
 
 -- The fence outlives every lease on it and, with a ttl, the thread's data as well.
@@ -30,7 +43,7 @@ if op == 'acquire' then
   -- Tokens only grow, even across a deleted or expired fence: the server's clock in
   -- microseconds, or the last token plus one if that is larger.
   local now = redis.call('TIME')
-  local last = tonumber(redis.call('GET', KEYS[K_FENCE]) or '0') or 0
+  local last = tonumber(fence or '0') or 0
   local token = string.format('%.0f', math.max(last + 1, now[1] * 1000000 + now[2]))
   redis.call('SET', KEYS[K_FENCE], token)
   keep_fence()
@@ -43,7 +56,7 @@ elseif op == 'renew' then
     return 1
   end
   -- Expired while nobody else took the thread: the token is still the newest, take it back.
-  if not current and redis.call('GET', KEYS[K_FENCE]) == ARGV[4] then
+  if not current and fence == ARGV[4] then
     redis.call('SET', KEYS[K_LEASE], owner .. '\0' .. ARGV[4], 'PX', lease_ms)
     keep_fence()
     return 1
