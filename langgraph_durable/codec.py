@@ -172,9 +172,12 @@ class RecordCodec:
                 plain = elements.decrypted(self.serde, type_, data)
                 if plain is None:
                     cache.add(digest, type_, data, None, None)
-                else:  # known by its plaintext from now on, as by its writer (elements.py)
-                    type_, data = plain
-                    cache.add(digest, type_, data, b"%s\x00%s" % (type_.encode(), data), stored)
+                else:  # known by its plaintext from now on, as by its writer (elements.py),
+                    type_, data = plain  # if its digest is taken as a put would take it
+                    newest = self.element_keys[0] if self.element_keys else b""
+                    current = elements.key_of(digest, stored, self.element_keys) == newest
+                    content = b"%s\x00%s" % (type_.encode(), data) if current else None
+                    cache.add(digest, type_, data, content, stored if current else None)
                 known = type_, data
             total += len(known[1])
             if total > self.max_record_bytes:

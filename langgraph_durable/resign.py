@@ -69,13 +69,25 @@ def resign_thread(core: SaverCore, thread_id: str, *, from_unsigned: bool) -> Pl
             report.skipped.append(Finding("index", key, "", f"unreadable: {records}"))
             continue
         for raw_field, record in records.items():
+            field_ = _label(raw_field)
+            identity = KeySchema.identity(kind, tk.thread_id, field_)
             if core.envelope.is_current(record):
+                # A current manifest may still name digests of an older key (written
+                # while both keys were configured): re-keyed too.
+                if kind in ("bl", "wr") and elements.PACKED_MARK in record:
+                    try:
+                        body = core.envelope.open(identity, record)
+                    except RecordDamagedError as exc:
+                        report.skipped.append(Finding(_KIND_NAMES[kind], key, field_, exc.reason))
+                        continue
+                    rekeyed = rekey.body(kind, body)
+                    if rekeyed is not body:
+                        pending += [kind, raw_field, record, core.envelope.seal(identity, rekeyed)]
+                        continue
                 report.current += 1
                 if kind == "cp":
                     trusted.append(raw_field)
                 continue
-            field_ = _label(raw_field)
-            identity = KeySchema.identity(kind, tk.thread_id, field_)
             try:
                 body = _open(core.envelope, checksum_only, identity, record)
             except RecordDamagedError as exc:

@@ -242,14 +242,16 @@ class ThreadPlans(RetentionPlans):
         trusted = True
         for thread_id in sorted(visited):
             named = indexed.get(thread_id, set())
-            traced = yield from self._roll_back(thread_id, wanted_runs, named)
-            trusted = trusted and (not named or traced)
+            exists = yield from self._roll_back(thread_id, wanted_runs, named)
+            trusted = trusted and exists
         if not trusted and not thread_ids:
-            # The index names a thread the run left nothing in (a member damaged, or one
-            # pruned since): it may lack others too. Unsigned, it is no proof: SCAN.
+            # The index names a thread that does not exist (a member damaged; a deleted
+            # thread leaves its runs' sets): it may lack others too. Unsigned, it is no
+            # proof: SCAN. (A thread the run left nothing in, pruned or rolled back
+            # before, is no sign of damage.)
             logger.warning(
-                "langgraph-durable: the run index of %s names a thread without the run's "
-                "checkpoints: searching every thread",
+                "langgraph-durable: the run index of %s names a thread that does not "
+                "exist: searching every thread",
                 sorted(wanted_runs),
             )
             for thread_id in sorted(set((yield from self.all_thread_ids())) - visited):
@@ -257,7 +259,7 @@ class ThreadPlans(RetentionPlans):
 
     def _roll_back(self, thread_id: str, wanted_runs: set[str], named: set[str]) -> Plan[bool]:
         """Roll the ``wanted_runs`` back in one thread (``named``: those the run index says
-        wrote to it). False if the thread holds no trace of them."""
+        wrote to it). False if the thread does not exist."""
         tk = self.keys.thread(thread_id)
         of_run = yield from self._runs_of(tk)
         traces = set(of_run.values()) & wanted_runs
@@ -273,7 +275,7 @@ class ThreadPlans(RetentionPlans):
             yield from void_runs(self, tk, traces | named)
         if doomed:
             yield from self._collect(tk, lambda decoded, pinned: doomed)
-        return bool(traces)
+        return True
 
     def _runs_of(self, tk: ThreadKeys) -> Plan[dict[str, str]]:
         """Checkpoint (and ledger run) member -> run id. The ``runs`` hash says it, and so

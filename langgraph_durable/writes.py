@@ -117,6 +117,7 @@ class WritePlans(RetentionPlans):
                 known = parent.digests
         elements = sorted((d, e) for d, e in new_elements.items() if d not in known)
         unsent = _unsent(manifests, elements)
+        remade: list[tuple[str, bytes]] = []  # kept values' manifests made again (below)
         parent_versions = parent.versions if parent is not None else None
         head = sealed_head(self.envelope, thread_id, ns, checkpoint["id"])  # heads.py
         # Before the write: a reader must never find it in Redis and not here.
@@ -155,6 +156,7 @@ class WritePlans(RetentionPlans):
                 [
                     *(("HSET", tk.el, d, e) for d, e in elements),
                     *(("HSETNX", tk.bl, f, r) for f, r in blobs),
+                    *(("HSET", tk.bl, f, r) for f, r in remade),
                     script,
                 ],
                 atomic=bool(self.ttl),
@@ -162,12 +164,22 @@ class WritePlans(RetentionPlans):
             )
             if attempt == 1 and unsent and reply_codes.lost_element(replies[-1]):
                 # An element it names is not there: every element its values hold goes,
-                # written over what is stored (elements.py).
+                # written over what is stored (elements.py). A kept value whose elements
+                # split to other digests now (an EncryptedSerializer's fresh ciphertext, a
+                # newer signing key) gets its manifest made again: the same list, named
+                # by elements that are there.
                 for channel in manifests.keys() - new_versions.keys():
                     if channel in values:
                         field_ = self.keys.blob_field(ns, channel, kept_versions[channel])
-                        _, split = self._blob_records(thread_id, field_, channel, values[channel])
-                        new_elements.update(split.stored if split is not None else {})
+                        remade_record, split = self._blob_records(
+                            thread_id, field_, channel, values[channel]
+                        )
+                        if split is None:
+                            continue
+                        new_elements.update(split.stored)
+                        if split.digests != manifests[channel]:
+                            remade.append((field_, remade_record))
+                            manifests[channel] = split.digests
                 elements = sorted(new_elements.items())
                 unsent = _unsent(manifests, elements)
                 continue
@@ -189,7 +201,7 @@ class WritePlans(RetentionPlans):
                 raise reply
         in_namespace, acked = yield from self._write_reply(tk, script, replies[-1], acked)
         if in_namespace == -1:  # a hash has the wrong type: repair, values inline
-            pairs = [x for pair in (*elements, *blobs) for x in pair]
+            pairs = [x for pair in (*elements, *blobs, *remade) for x in pair]
             inline = Script("put_checkpoint", tk.with_twins(), [*args, "inline", *pairs, *head])
             (in_namespace,), acked = yield from self.write_round_trip([inline], raising=True)
         self._newest_versions.remember(

@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 import redis
+from langgraph.graph import END, START, StateGraph
+from typing_extensions import TypedDict
 
 from langgraph_durable import RedisSaver
 from tests.helpers import graphs
@@ -100,3 +102,62 @@ def test_writing_the_same_content_again_heals_a_damaged_element(
     assert redis_client.hget(tk.el, digest) is not None
     with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as fresh:
         assert fresh.verify("a").ok, fresh.verify("a").findings
+
+
+class Docs(TypedDict):
+    docs: list[str]  # set once, then kept by every step
+    n: int
+
+
+DOCS = [f"document {i} " * 40 for i in range(4)]
+KEY, NEW_KEY = b"k" * 32, b"n" * 32
+
+
+def _docs_graph(saver: Any, between: Any) -> Any:
+    builder = StateGraph(Docs)
+    builder.add_node("a", lambda s: {"n": s["n"] + 1})
+    builder.add_node("b", lambda s: between() or {"n": s["n"] + 1})
+    builder.add_node("c", lambda s: {"n": s["n"] + 1})
+    builder.add_edge(START, "a")
+    builder.add_edge("a", "b")
+    builder.add_edge("b", "c")
+    builder.add_edge("c", END)
+    return builder.compile(checkpointer=saver)
+
+
+def _encrypted() -> Any:
+    pytest.importorskip("Crypto")
+    from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
+
+    return EncryptedSerializer.from_pycryptodome_aes(key=b"0123456789abcdef")
+
+
+@pytest.mark.parametrize("case", ["encrypted, cache emptied", "a rotating worker"])
+def test_a_kept_list_whose_element_went_missing_is_written_again(
+    redis_url: str, key_prefix: str, redis_client: redis.Redis, case: str
+) -> None:
+    """Between two steps of a run an element of a list no step changes goes missing (a
+    reader quarantined it): the worker's next put writes it again, though splitting the
+    list again gives other digests (a fresh ciphertext; a newer signing key's digests):
+    the kept value's manifest is made again, naming elements that are there."""
+    options: dict[str, Any] = {"signing_key": KEY}
+    worker_options: dict[str, Any] = {"signing_key": KEY}
+    if case.startswith("encrypted"):
+        options["serde"], worker_options["serde"] = _encrypted(), _encrypted()
+    else:
+        worker_options["signing_key"] = [NEW_KEY, KEY]
+    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix, **options) as writer:
+        _docs_graph(writer, lambda: None).invoke({"docs": DOCS, "n": 0}, config("t"))
+    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix, **worker_options) as w:
+        tk = w.keys.thread("t")
+
+        def lose() -> None:
+            redis_client.hdel(tk.el, min(redis_client.hkeys(tk.el)))
+            w.core.element_cache.__init__()  # emptied whole when full
+
+        out = _docs_graph(w, lose).invoke({"n": 10}, config("t"))
+        assert out["docs"] == DOCS and out["n"] == 13
+    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix, **worker_options) as fresh:
+        tup = fresh.get_tuple(newest("t"))
+        assert tup.checkpoint["channel_values"] == {"docs": DOCS, "n": 13}
+        assert fresh.recovery_report("t") is None

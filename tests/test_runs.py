@@ -128,3 +128,19 @@ async def test_rollback_of_a_graph_run_on_a_cluster(cluster_url: str, ttl: Any) 
             t.checkpoint["id"] for t in first
         ]
         await saver.adelete_thread("x")
+
+
+def test_a_rollback_after_a_prune_or_a_second_time_searches_no_thread(
+    saver: RedisSaver,
+) -> None:
+    """A thread the run left nothing in (pruned since, or rolled back before) is no
+    sign of a damaged index: no SCAN, no warning. A member naming no thread is."""
+    a = put_run(saver, "a", "r1")
+    put_run(saver, "a", "r2", parent=a)
+    saver.prune(["a"])  # r1's checkpoint goes; the index still names "a" for r1
+    trips = RoundTrips(saver)
+    saver.delete_for_runs(["r1"])
+    saver.delete_for_runs(["r2"])
+    saver.delete_for_runs(["r2"])  # a retried rollback
+    assert not any(isinstance(op, ScanKeys) for op in trips.ops)
+    assert run_ids_of(saver, "a") == []

@@ -213,3 +213,32 @@ def test_element_digests_are_keyed_and_rekeyed_by_a_rotation(
             assert messages(new, thread) == expected[thread]
             report = new.verify(thread)
             assert report.ok, report.findings
+
+
+def test_a_rotation_of_an_encrypted_thread_loses_nothing(redis_url: str, key_prefix: str) -> None:
+    """The README's rotation on an EncryptedSerializer thread: a worker with [new, old]
+    runs a turn, resign, drop old. The worker must not name elements by the old key's
+    digests (it knew them by their plaintext from reading them), and resign re-keys a
+    current manifest that still does."""
+    pytest.importorskip("Crypto")
+    from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
+
+    def serde() -> EncryptedSerializer:
+        return EncryptedSerializer.from_pycryptodome_aes(key=b"0123456789abcdef")
+
+    def saver(keys: Any) -> Any:
+        return RedisSaver.from_conn_string(
+            redis_url, key_prefix=key_prefix, signing_key=keys, serde=serde()
+        )
+
+    with saver(OLD_KEY) as old:
+        react_graph(2).compile(checkpointer=old).invoke(react_input("e"), cfg("e"))
+    with saver([NEW_KEY, OLD_KEY]) as rotating:
+        react_graph(4).compile(checkpointer=rotating).invoke(react_input("more"), cfg("e"))
+        expected = messages(rotating, "e")
+        assert all(r.ok for r in rotating.resign())
+    with saver(NEW_KEY) as new:
+        assert messages(new, "e") == expected
+        assert new.recovery_report("e") is None
+        report = new.verify("e")
+        assert report.ok, report.findings
