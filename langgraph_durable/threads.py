@@ -25,7 +25,7 @@ from langgraph_durable.heads import KIND, MARK_PREFIX, sealed_head
 from langgraph_durable.keys import KeySchema, ThreadKeys
 from langgraph_durable.ledger.rollback import void_runs
 from langgraph_durable.ops import Batch, Plan, Script
-from langgraph_durable.records import _Decoded, _label, _wrong_type_as_empty
+from langgraph_durable.records import _label, _wrong_type_as_empty
 from langgraph_durable.retention import RetentionPlans, _prunable
 from langgraph_durable.runs import RunIndex
 
@@ -286,12 +286,16 @@ class ThreadPlans(RetentionPlans):
             [("HGETALL", tk.runs), ("HGETALL", tk.cp)], errors_as_values=True
         )
         of_run = {_label(m): _label(r) for m, r in runs.items()} if isinstance(runs, dict) else {}
-        if isinstance(records, dict):
-            for raw_member, record in records.items():
-                entry = self._decode_entry(tk, [raw_member, record, []])
-                run_id = entry.metadata.get("run_id") if isinstance(entry, _Decoded) else None
-                if run_id:
-                    of_run[entry.member] = str(run_id)
+        for raw_member, record in records.items() if isinstance(records, dict) else ():
+            member = _label(raw_member)
+            try:  # the metadata only: the checkpoint is not needed
+                *_, meta_type, meta_data = self._open("cp", tk.thread_id, member, record)
+                metadata = self.load_value(meta_type, meta_data)
+            except (RecordDamagedError, ValueError):
+                continue  # damaged: its runs entry (if any) decides
+            run_id = metadata.get("run_id") if isinstance(metadata, dict) else None
+            if run_id:
+                of_run[member] = str(run_id)
         return of_run
 
     def index_runs(self) -> Plan[int]:
