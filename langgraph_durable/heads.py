@@ -6,10 +6,11 @@ newest of its namespace. Rules it keeps:
   * A read of a namespace's newest checkpoint reads the head in the same round trip. A
     head naming a checkpoint newer than any the read could use (one removed with its
     index member, record and writes) is reported like any damage: in the recovery report
-    and the log, as ``verify`` finding. So is a missing or damaged head of a signed
+    and the log, and as a ``verify`` finding. So is a missing or damaged head of a signed
     namespace that holds checkpoints (written before heads: ``resign`` adds them).
-  * Whoever deletes checkpoints legitimately writes the head again: retention and
-    ``delete_for_runs`` (the newest left, or none), ``copy_thread`` (the copy's own).
+  * A deletion of a namespace's newest checkpoint writes the head again (a rollback:
+    the newest left, or none); retention keeps the newest and leaves heads alone, so it
+    never writes over what a head says; ``copy_thread`` writes the copy's own.
   * A head names a lower bound, never the only truth: a checkpoint newer than its head
     (two writers racing, a head lost with its key) is read as usual.
   * Ledger entries have a signed *mark* each (a field of the same hash): a digest of the
