@@ -28,6 +28,7 @@ thread. Unsigned threads have neither: a checksum is no secret.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from typing import Any
 
 import msgpack
@@ -65,6 +66,21 @@ def head_checkpoint(envelope: Envelope, thread_id: str, ns: str, record: Any) ->
     if not isinstance(checkpoint_id, str):
         raise RecordDamagedError("undecodable body (not a head)")
     return checkpoint_id
+
+
+def newest_by_namespace(keys: KeySchema, members: Iterable[str | bytes]) -> dict[str, str]:
+    """The newest checkpoint id of each namespace among checkpoint ``members`` (those
+    that do not parse are skipped)."""
+    newest: dict[str, str] = {}
+    for member in members:
+        try:
+            text = member.decode() if isinstance(member, bytes) else member
+            ns, checkpoint_id = keys.parse_checkpoint_member(text)
+        except (ValueError, UnicodeDecodeError):
+            continue
+        if checkpoint_id > newest.get(ns, ""):
+            newest[ns] = checkpoint_id
+    return newest
 
 
 def stale_reason(head_id: str) -> str:

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from langgraph_durable.core import SaverCore
 from langgraph_durable.envelope import Envelope
 from langgraph_durable.errors import RecordDamagedError
-from langgraph_durable.heads import sealed_head
+from langgraph_durable.heads import newest_by_namespace, sealed_head
 from langgraph_durable.keys import KeySchema
 
 _HASHES = ("cp", "wr", "bl", "lg", "head")  # record kinds, as bound into their identity
@@ -116,15 +116,8 @@ def _missing_heads(core: SaverCore, thread_id: str, cps: list[Any], heads: Any) 
     unsigned): only where none is."""
     if not isinstance(heads, dict):
         return []
-    newest: dict[str, str] = {}
-    for raw_member in cps:
-        try:
-            ns, checkpoint_id = core.keys.parse_checkpoint_member(_label(raw_member))
-        except ValueError:
-            continue
-        newest[ns] = max(newest.get(ns, ""), checkpoint_id)
     out: list[Any] = []
-    for ns, checkpoint_id in sorted(newest.items()):
+    for ns, checkpoint_id in sorted(newest_by_namespace(core.keys, cps).items()):
         field_, record = sealed_head(core.envelope, thread_id, ns, checkpoint_id)
         if field_.encode() not in heads:
             out += ["head", field_, "", record]  # "": only if still absent (reseal.lua)

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from langgraph_durable.elements import may_be_manifest
-from langgraph_durable.heads import sealed_head
+from langgraph_durable.heads import newest_by_namespace, sealed_head
 from langgraph_durable.keys import SEP, ThreadKeys
 from langgraph_durable.ledger.retention import forget_replayed
 from langgraph_durable.ops import Batch, Plan, Script
@@ -121,19 +121,9 @@ class RetentionPlans(ReadPlans):
         writes over what a head says about checkpoints removed behind the saver's back."""
         if not self.envelope.signed or not doomed:
             return [0]
-        newest: dict[str, str | None] = {}
-        top: dict[str, str] = {}
-        for raw_member in cps:
-            try:
-                ns, checkpoint_id = self.keys.parse_checkpoint_member(_label(raw_member))
-            except ValueError:
-                continue
-            newest.setdefault(ns, None)
-            if checkpoint_id > top.get(ns, ""):
-                top[ns] = checkpoint_id
-            if _label(raw_member) not in doomed:
-                newest[ns] = max(newest[ns] or "", checkpoint_id)
-        touched = {ns for ns, cid in top.items() if newest[ns] != cid}
+        top = newest_by_namespace(self.keys, cps)
+        newest = newest_by_namespace(self.keys, [m for m in cps if _label(m) not in doomed])
+        touched = {ns for ns, cid in top.items() if newest.get(ns) != cid}
         updates: list[Any] = []
         for ns in sorted(touched):
             left = newest.get(ns)

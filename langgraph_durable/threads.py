@@ -21,7 +21,7 @@ from typing import Any
 
 from langgraph_durable import elements
 from langgraph_durable.errors import ConfigurationError, RecordDamagedError
-from langgraph_durable.heads import KIND, MARK_PREFIX, sealed_head
+from langgraph_durable.heads import KIND, MARK_PREFIX, newest_by_namespace, sealed_head
 from langgraph_durable.keys import KeySchema, ThreadKeys
 from langgraph_durable.ledger.rollback import void_runs
 from langgraph_durable.ops import Batch, Plan, Script
@@ -158,10 +158,7 @@ class ThreadPlans(RetentionPlans):
         # The copy expires as the source does: a source waiting on an interrupt() has no
         # expiry until its next checkpoint (see _prelude.lua arm), and neither has its copy.
         waiting = bool(self.ttl) and source_ttl == -1
-        newest: dict[str, str] = {}  # the copy's heads (heads.py): its newest per namespace
-        for member in copied_cps[0::3]:
-            ns, checkpoint_id = self.keys.parse_checkpoint_member(member)
-            newest[ns] = max(newest.get(ns, ""), checkpoint_id)
+        newest = newest_by_namespace(self.keys, copied_cps[0::3])  # the copy's heads
         heads = [
             x
             for ns, checkpoint_id in sorted(newest.items())

@@ -17,8 +17,8 @@ from langgraph_durable import elements
 from langgraph_durable.codec import RecordCodec
 from langgraph_durable.elements import ValueRecords
 from langgraph_durable.errors import RecordDamagedError
-from langgraph_durable.heads import head_checkpoint, stale_reason
-from langgraph_durable.keys import ThreadKeys
+from langgraph_durable.heads import head_checkpoint, newest_by_namespace, stale_reason
+from langgraph_durable.keys import SEP, ThreadKeys
 from langgraph_durable.ops import Batch, Plan
 from langgraph_durable.records import (
     MALFORMED,
@@ -135,17 +135,11 @@ class VerifyPlans(RecordCodec):
         """A signed thread's heads (heads.py): each namespace holding a checkpoint that
         verifies has one that verifies, naming no checkpoint newer than those stored.
         (Where none verifies, the reader's key may be what is wrong: said already.)"""
-        newest: dict[str, str] = {}
-        readable: set[str] = set()
+        newest = newest_by_namespace(self.keys, records)
         intact = set(report.intact_checkpoints)
-        for member in records:
-            try:
-                ns, checkpoint_id = self.keys.parse_checkpoint_member(member)
-            except ValueError:
-                continue
-            newest[ns] = max(newest.get(ns, ""), checkpoint_id)
-            if checkpoint_id in intact:
-                readable.add(ns)
+        readable = newest_by_namespace(
+            self.keys, [m for m in records if m.rsplit(SEP, 1)[-1] in intact]
+        )
         for ns, stored in sorted(newest.items()):
             if ns not in readable:
                 continue
