@@ -107,10 +107,11 @@ def ledger_mark(
 
 
 def replayed(
-    envelope: Envelope, thread_id: str, ledger_field: str, record: bytes, mark: Any
+    envelope: Envelope, thread_id: str, ledger_field: str, body: bytes | memoryview, mark: Any
 ) -> bool:
-    """Whether the verified ledger ``record`` is not the one its signed ``mark`` names
-    (None: no mark, nothing to tell). A mark that does not verify counts as a mismatch."""
+    """Whether a ledger entry's verified record ``body`` is not the one its signed
+    ``mark`` names (None: no mark, nothing to tell). A mark that does not verify counts as
+    a mismatch."""
     if mark is None or not envelope.signed:
         return False
     field = MARK_PREFIX + ledger_field
@@ -118,7 +119,6 @@ def replayed(
         named = msgpack.unpackb(
             bytes(envelope.open(KeySchema.identity(KIND, thread_id, field), mark)), raw=False
         )[0]
-        body = envelope.open(KeySchema.identity("lg", thread_id, ledger_field), record)
     except (RecordDamagedError, ValueError, TypeError, IndexError, msgpack.UnpackException):
         return True
     return bool(named != body_digest(body))

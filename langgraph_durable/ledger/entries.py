@@ -23,6 +23,7 @@ import msgpack
 from pydantic import BaseModel, model_validator
 
 from langgraph_durable.errors import RecordDamagedError
+from langgraph_durable.heads import REPLAYED, replayed
 from langgraph_durable.keys import KeySchema
 
 if TYPE_CHECKING:
@@ -197,16 +198,23 @@ def sealed_entry(codec: RecordCodec, thread_id: str, entry: LedgerEntry) -> tupl
 
 
 def open_entry(
-    codec: RecordCodec, thread_id: str, raw_field: bytes | str, record: bytes | None
+    codec: RecordCodec,
+    thread_id: str,
+    raw_field: bytes | str,
+    record: bytes | None,
+    mark: bytes | None = None,
 ) -> LedgerEntry:
-    """The entry a record holds, verified; one that does not verify or decode reads as
-    ``DAMAGED`` with the reason (its field still says where the call was)."""
+    """The entry a record holds, verified; one that does not verify or decode, or that
+    its signed ``mark`` names no longer (an older record written back: heads.py), reads
+    as ``DAMAGED`` with the reason (its field still says where the call was)."""
     field = raw_field.decode() if isinstance(raw_field, bytes) else raw_field
     base = LedgerEntry(field=field, **vars(codec.keys.parse_ledger_field(field)), state=DAMAGED)
     if record:
         base = replace(base, seen=hashlib.sha1(record).hexdigest())
     try:
         raw = codec.envelope.open(KeySchema.identity(_LEDGER, thread_id, field), record)
+        if replayed(codec.envelope, thread_id, field, raw, mark):
+            return replace(base, damage=REPLAYED)
         body = msgpack.unpackb(raw, raw=False)
         if not isinstance(body, dict) or body.get("v") != _FORMAT:
             raise RecordDamagedError("undecodable body")

@@ -22,7 +22,7 @@ from typing import Any
 
 from langgraph_durable import saved_here
 from langgraph_durable.fencing import held_token
-from langgraph_durable.heads import REPLAYED, ledger_mark, replayed
+from langgraph_durable.heads import REPLAYED, ledger_mark
 from langgraph_durable.keys import KeySchema
 from langgraph_durable.ledger.entries import (
     _LEDGER,
@@ -93,20 +93,19 @@ class LedgerStore:
                 voids += flat[i : i + 2]  # a whole-ledger read holds them among the entries
                 continue
             try:
-                entry = open_entry(core, thread_id, flat[i], flat[i + 1] or None)
+                entry = open_entry(
+                    core, thread_id, flat[i], flat[i + 1] or None, marked.get(flat[i])
+                )
             except (ValueError, UnicodeDecodeError):  # not a field we wrote
                 logger.error("langgraph-durable: malformed ledger field %r", flat[i])
                 continue
-            if entry.state != DAMAGED and replayed(
-                core.envelope, thread_id, entry.field, flat[i + 1], marked.get(flat[i])
-            ):
+            if entry.damage == REPLAYED:
                 logger.error(
                     "langgraph-durable: ledger entry %r of thread %r is %s",
                     entry.field,
                     thread_id,
                     REPLAYED,
                 )
-                entry = replace(entry, state=DAMAGED, damage=REPLAYED)
             entries.append(entry)
         if unindexed:
             logger.error(
