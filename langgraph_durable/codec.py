@@ -168,6 +168,7 @@ class RecordCodec:
             if known is None:
                 stored = found.get(digest)
                 opened = elements.unpack(digest, stored, self.element_keys)
+                cache.note_stored(digest, stored)  # verified: a put may check against it
                 type_, data = self.compression.unpack(*opened)
                 plain = elements.decrypted(self.serde, type_, data)
                 if plain is None:

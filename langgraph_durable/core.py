@@ -72,6 +72,7 @@ class SaverCore(
         compression: Compression | None = None,
         refresh_on_read: bool = False,
         list_elements: bool = True,
+        verify_elements_on_write: bool = False,
     ) -> None:
         self.serde = serde
         self.repair_on_read = repair_on_read
@@ -89,6 +90,7 @@ class SaverCore(
         self.element_cache = ElementCache()
         self.element_keys = element_keys(envelope.signing_keys)
         self.list_elements = list_elements
+        self.verify_elements_on_write = verify_elements_on_write
         self.run_index = RunIndex(keys, ttl)
         self.max_record_bytes = inputs.MAX_RECORD_BYTES  # Redis's proto-max-bulk-len
         self.compression = compression or Compression(None)

@@ -21,10 +21,15 @@ bytes per message per checkpoint, instead of the whole list again at every check
   * The elements a put may leave out are those its parent checkpoint's manifests name
     (``_NewestVersions`` remembers them): they exist while the parent does, because
     retention deletes an element only once no remaining checkpoint's manifest names it.
-    ``put_checkpoint.lua`` checks that each is there; one that is not (a field deleted,
-    or a damaged one a reader moved to quarantine) refuses the put, which is sent again
-    with every element its values hold. Elements a writer sends overwrite what is
-    stored (HSET): bytes hashed to their digest can only be right, so damage never
+    ``put_checkpoint.lua`` checks that each is there and their lengths against what
+    this process wrote or verified, or with ``verify_elements_on_write`` their very
+    bytes (SHA-1 in Lua: O(the thread's element bytes) of Redis CPU per put, so not by
+    default: a same-length change is then found by the first process that reads it);
+    only that it is there for one this process never held
+    (``ElementCache.known_as_stored``). One that is not (a field deleted, damaged
+    bytes, one a reader moved to quarantine) refuses the put, which is sent again with
+    every element its values hold. Elements a writer sends overwrite what is stored
+    (HSET): bytes hashed to their digest can only be right, so damage never
     blocks writing the same content again.
   * Older readers refuse the ``lgdl1`` type (damage that may be configuration, never a
     misread value).
@@ -52,6 +57,7 @@ PACKED_MARK = b"\xa5" + MARK.encode()  # how msgpack writes it inside a record's
 DIGEST_BYTES = 16
 MIN_ELEMENTS = 2
 MIN_AVERAGE_BYTES = 64  # below, 16 bytes of digest per element and a hash field cost more
+MAX_FINGERPRINTS = 1 << 17  # about 30 MB of them at most
 
 
 class ElementDamagedError(RecordDamagedError):
@@ -179,6 +185,7 @@ def split(
             )
             known = digest_of(packed, keys[0] if keys else b""), packed
             cache.add(known[0], type_, data, plain, packed)
+        cache.note_stored(*known)
         digests.append(known[0])
         stored[known[0]] = known[1]
     return Split(tuple(digests), stored), whole
@@ -233,6 +240,9 @@ class ElementCache:
         self._size = 0
         self._by_digest: dict[bytes, tuple[str, bytes]] = {}
         self._by_content: dict[bytes, tuple[bytes, bytes]] = {}
+        # digest -> (length, SHA-1) of the bytes stored under it, for a put to check
+        # them (``known_as_stored``): kept apart from the content, so emptying it keeps them.
+        self._fingerprints: dict[bytes, tuple[int, bytes]] = {}
 
     def get(self, digest: bytes) -> tuple[str, bytes] | None:
         return self._by_digest.get(digest)
@@ -248,6 +258,25 @@ class ElementCache:
         found = [get(d) for d in digests]
         return None if None in found else found  # type: ignore[return-value]
 
+    def empty(self) -> None:
+        """Forget every element (what ``add`` does when full); fingerprints stay."""
+        self._by_digest, self._by_content, self._size = {}, {}, 0
+
+    def note_stored(self, digest: bytes, stored: bytes) -> None:
+        """Remember the bytes stored under ``digest`` by their length and SHA-1
+        (``known_as_stored``), once this process wrote them or verified them."""
+        if digest not in self._fingerprints:
+            if len(self._fingerprints) >= MAX_FINGERPRINTS:
+                self._fingerprints = {}
+            sha1 = hashlib.sha1(stored).hexdigest()[:15].encode()
+            self._fingerprints[digest] = (len(stored), digest + sha1)
+
+    def known_as_stored(self, digest: bytes) -> tuple[int, bytes] | None:
+        """The length of the bytes stored under ``digest`` and the digest followed by
+        the first 15 hex digits of their SHA-1 (what Redis's Lua can compute), or None
+        if this process never wrote nor verified them."""
+        return self._fingerprints.get(digest)
+
     def by_content(self, plain: bytes) -> tuple[bytes, bytes] | None:
         return self._by_content.get(plain)
 
@@ -260,7 +289,7 @@ class ElementCache:
             return
         with self._lock:
             if self._size + size > self.max_bytes:
-                self._by_digest, self._by_content, self._size = {}, {}, 0
+                self.empty()
             self._by_digest[digest] = (type_, data)
             if plain is not None and packed is not None:
                 self._by_content[plain] = (digest, packed)

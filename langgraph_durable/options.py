@@ -86,6 +86,15 @@ class SaverOptions(BaseCheckpointSaver[str]):
             memory grows with its messages, not with their square. False stores whole
             lists, readable by releases before this one (set it before such a rollback).
             Any saver reads both forms whatever its setting.
+        verify_elements_on_write: False (the default): a put checks that every element
+            it names without sending is in Redis, and their lengths; one missing or
+            changed in length is sent again by that put, so what it acknowledges reads
+            back. A same-length change (a bit flip) is found by the
+            first process that reads the element, which moves it aside, and the next put
+            of a worker holding it sends it again. True: the put checks the element's
+            bytes too (SHA-1 in the write script), so the next put finds any damage,
+            at a Redis CPU cost that grows with the thread (every list element, at every
+            put: measured 0.5 ms instead of 0.17 ms for a put naming 100 messages).
         checkpoint_prefix: langgraph-checkpoint-redis's name for ``key_prefix``.
         checkpoint_write_prefix: langgraph-checkpoint-redis's; has no counterpart here
             (writes live beside their checkpoints), so giving it raises
@@ -111,6 +120,7 @@ class SaverOptions(BaseCheckpointSaver[str]):
         accept_format_1: bool = True,
         compression: str | None = "auto",
         list_elements: bool = True,
+        verify_elements_on_write: bool = False,
         checkpoint_prefix: str | None = None,
         checkpoint_write_prefix: str | None = None,
     ) -> None:
@@ -135,6 +145,10 @@ class SaverOptions(BaseCheckpointSaver[str]):
             )
         if not isinstance(list_elements, bool):
             raise ConfigurationError(f"list_elements must be True or False, got {list_elements!r}")
+        if not isinstance(verify_elements_on_write, bool):
+            raise ConfigurationError(
+                f"verify_elements_on_write must be True or False, got {verify_elements_on_write!r}"
+            )
         if not isinstance(repair_on_read, bool):
             raise ConfigurationError(
                 f"repair_on_read must be True or False, got {repair_on_read!r}"
@@ -169,6 +183,7 @@ class SaverOptions(BaseCheckpointSaver[str]):
             compression=Compression(resolve_compression(compression)),
             refresh_on_read=refresh_on_read,
             list_elements=list_elements,
+            verify_elements_on_write=verify_elements_on_write,
         )
 
     @property

@@ -22,6 +22,7 @@ Owns the write conversation. Rules it keeps:
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -36,6 +37,7 @@ from langgraph.checkpoint.base import (
 )
 
 from langgraph_durable import inputs, reply_codes, saved_here
+from langgraph_durable.elements import ElementCache
 from langgraph_durable.errors import InvalidConfigError, NotReplicatedError
 from langgraph_durable.fencing import held_token
 from langgraph_durable.heads import sealed_head
@@ -46,11 +48,14 @@ from langgraph_durable.records import _NO_VALUE, _Decoded, _thread_id, checkpoin
 from langgraph_durable.retention import RetentionPlans, _prunable
 from langgraph_durable.runs import RunIndex
 
+logger = logging.getLogger("langgraph_durable")
+
 
 class WritePlans(RetentionPlans):
     """The write plans of ``SaverCore``."""
 
     run_index: RunIndex
+    verify_elements_on_write: bool
 
     def put(
         self,
@@ -116,7 +121,7 @@ class WritePlans(RetentionPlans):
             if new_elements:
                 known = parent.digests
         elements = sorted((d, e) for d, e in new_elements.items() if d not in known)
-        unsent = _unsent(manifests, elements)
+        unsent = _unsent(manifests, elements, self.element_cache, self.verify_elements_on_write)
         remade: list[tuple[str, bytes]] = []  # kept values' manifests made again (below)
         parent_versions = parent.versions if parent is not None else None
         head = sealed_head(self.envelope, thread_id, ns, checkpoint["id"])  # heads.py
@@ -163,6 +168,13 @@ class WritePlans(RetentionPlans):
                 ahead=self.run_index.ahead(run_id, thread_id),
             )
             if attempt == 1 and unsent and reply_codes.lost_element(replies[-1]):
+                logger.warning(
+                    "thread %r: an element checkpoint %r names is %s in Redis; the put "
+                    "sends its elements again",
+                    thread_id,
+                    checkpoint["id"],
+                    "damaged" if "damaged" in str(replies[-1]) else "missing",
+                )
                 # An element it names is not there: every element its values hold goes,
                 # written over what is stored (elements.py). A kept value whose elements
                 # split to other digests now (an EncryptedSerializer's fresh ciphertext, a
@@ -181,7 +193,9 @@ class WritePlans(RetentionPlans):
                             remade.append((field_, remade_record))
                             manifests[channel] = split.digests
                 elements = sorted(new_elements.items())
-                unsent = _unsent(manifests, elements)
+                unsent = _unsent(
+                    manifests, elements, self.element_cache, self.verify_elements_on_write
+                )
                 continue
             if (
                 attempt == 1
@@ -363,8 +377,25 @@ class WritePlans(RetentionPlans):
             )
 
 
-def _unsent(manifests: Mapping[str, tuple[bytes, ...]], sent: list[tuple[bytes, bytes]]) -> bytes:
-    """The digests (16 bytes each, joined) of the elements ``manifests`` name and a put
-    does not send: put_checkpoint.lua checks each is there."""
+def _unsent(
+    manifests: Mapping[str, tuple[bytes, ...]],
+    sent: list[tuple[bytes, bytes]],
+    cache: ElementCache,
+    by_bytes: bool,
+) -> bytes:
+    """The elements ``manifests`` name and a put does not send, for put_checkpoint.lua
+    to check each is there intact (ARGV 9 there), from what this process knows of their
+    stored bytes (``ElementCache.known_as_stored``): those it knows first, then the
+    others (that they are there)."""
     sending = {d for d, _ in sent}
-    return b"".join(sorted({d for ds in manifests.values() for d in ds} - sending))
+    named = sorted({d for ds in manifests.values() for d in ds} - sending)
+    if not named:
+        return b""
+    known_as_stored = cache.known_as_stored
+    found = [known_as_stored(d) for d in named]
+    known = [k for k in found if k is not None]
+    unknown = [d for d, k in zip(named, found) if k is None]
+    if by_bytes:
+        return b"".join([b"s%d:" % len(known), *(k[1] for k in known), *unknown])
+    total = sum(k[0] for k in known)
+    return b"".join([b"l%d:%d:" % (total, len(known)), *(k[1][:16] for k in known), *unknown])

@@ -132,6 +132,51 @@ def _encrypted() -> Any:
     return EncryptedSerializer.from_pycryptodome_aes(key=b"0123456789abcdef")
 
 
+@pytest.mark.parametrize("cache", ["kept", "emptied"])
+@pytest.mark.parametrize(
+    "damage", ["bit flip, verify_elements_on_write", "truncated", "garbage appended"]
+)
+def test_the_next_write_finds_damaged_bytes_and_writes_them_again(
+    redis_url: str,
+    key_prefix: str,
+    redis_client: redis.Redis,
+    caplog: pytest.LogCaptureFixture,
+    cache: str,
+    damage: str,
+) -> None:
+    """An element changed in place between two steps, no reader in between: the worker's
+    next put checks every element it names without sending (its length; with
+    ``verify_elements_on_write`` its bytes), finds the damage and sends the good bytes,
+    so a fresh process reads what the worker acknowledged without falling back.
+    Emptying the element cache (as when full) keeps what the put checks against."""
+    verify = damage.endswith("verify_elements_on_write")
+    with RedisSaver.from_conn_string(
+        redis_url, key_prefix=key_prefix, verify_elements_on_write=verify
+    ) as worker:
+        tk = worker.keys.thread("t")
+        _docs_graph(worker, lambda: None).invoke({"docs": DOCS, "n": 0}, config("t"))
+        digest = min(redis_client.hkeys(tk.el))
+        good = redis_client.hget(tk.el, digest)
+        bad = {"truncated": good[:-1], "garbage appended": good + b"\0"}.get(damage)
+
+        def damage_it() -> None:
+            redis_client.hset(tk.el, digest, bad or flipped(good))
+            if cache == "emptied":
+                worker.core.element_cache.empty()
+
+        with caplog.at_level("WARNING", logger="langgraph_durable"):
+            out = _docs_graph(worker, damage_it).invoke({"n": 10}, config("t"))
+        assert out == {"docs": DOCS, "n": 13}
+        assert "damaged in Redis" in caplog.text
+        assert redis_client.hget(tk.el, digest) == good, "the next write left the damage"
+
+    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as fresh:
+        tup = fresh.get_tuple(newest("t"))
+        assert tup.checkpoint["channel_values"] == out, "an acknowledged write is unreadable"
+        assert fresh.recovery_report("t") is None
+        assert fresh.verify("t").ok
+
+
 @pytest.mark.parametrize("case", ["encrypted, cache emptied", "a rotating worker"])
 def test_a_kept_list_whose_element_went_missing_is_written_again(
     redis_url: str, key_prefix: str, redis_client: redis.Redis, case: str

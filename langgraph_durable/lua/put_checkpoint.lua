@@ -2,9 +2,12 @@
 -- KEYS: ThreadKeys.for_writes, or with_twins after an LGD_REPAIR reply (see _prelude.lua)
 -- ARGV: 1 ttl, 2 fencing token or "", 3 checkpoint member, 4 checkpoint record, 5 run id
 --       or "", 6 min and 7 max ZLEXCOUNT bounds of the checkpoint's namespace (both ""
---       without keep_last: nothing to count), 8 the parent's member or "", 9 the digests
---       (16 bytes each, joined) of the elements it names without sending them
---       (elements.py), 10
+--       without keep_last: nothing to count), 8 the parent's member or "", 9 the
+--       elements it names without sending them (elements.py), "" or either
+--       "l<total>:<K>:" then 16-byte digests, the first K of which the writer knows
+--       by length (together <total> bytes), or "s<K>:" then K times a digest and the
+--       first 15 hex digits of the SHA-1 of its stored bytes, then 16-byte digests
+--       (the writer never held those: only that they are there), 10
 --       the number K of kept versions whose values must be there (the parent, or the
 --       checkpoint it copies, stored them), 11 .. 10+K their blob fields, 11+K the
 --       number U of kept versions no write stored ("never written", writes.py), 12+K
@@ -74,10 +77,40 @@ if unwritten > 0 and ARGV[12 + kept] == 'first' and ARGV[6] ~= ''
 end
 -- The elements the checkpoint names without sending: its parent's manifests name them, so
 -- they are there unless one was lost (the hash evicted, a field deleted, a damaged one a
--- reader quarantined). The writer then sends them all (writes.py).
-for j = 1, #ARGV[9], 16 do
-  local ok, present = pcall(redis.call, 'HEXISTS', KEYS[K_EL], string.sub(ARGV[9], j, j + 15))
-  if ok and present == 0 then return refuse('LGD_LOST element') end
+-- reader quarantined) or changed in place. The writer then sends them all (writes.py),
+-- so what it acknowledges reads back. A length costs what HEXISTS does; bytes cost
+-- SHA-1 over them (Redis's Lua has nothing cheaper that a changed byte cannot slip by).
+local named = ARGV[9]
+if named ~= '' then
+  local by_bytes = string.sub(named, 1, 1) == 's'
+  local total, known, at
+  if by_bytes then
+    known, at = string.match(named, '^s(%d+):()')
+  else
+    total, known, at = string.match(named, '^l(%d+):(%d+):()')
+  end
+  local known_until = at + (by_bytes and 31 or 16) * tonumber(known)
+  local length_sum, all_read = 0, true
+  local j = at
+  while j <= #named do
+    local field = string.sub(named, j, j + 15)
+    if by_bytes and j < known_until then
+      local ok, stored = pcall(redis.call, 'HGET', KEYS[K_EL], field)
+      if ok and not stored then return refuse('LGD_LOST element missing') end
+      if ok and string.sub(redis.sha1hex(stored), 1, 15) ~= string.sub(named, j + 16, j + 30) then
+        return refuse('LGD_LOST element damaged')
+      end
+      j = j + 31
+    else  -- HSTRLEN is 0 for a missing field; a stored element never is
+      local ok, length = pcall(redis.call, 'HSTRLEN', KEYS[K_EL], field)
+      if ok and length == 0 then return refuse('LGD_LOST element missing') end
+      if not ok then all_read = false elseif j < known_until then length_sum = length_sum + length end
+      j = j + 16
+    end
+  end
+  if total and all_read and length_sum ~= tonumber(total) then
+    return refuse('LGD_LOST element damaged')
+  end
 end
 if sent then
   for i = mode + 1, last do
