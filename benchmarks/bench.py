@@ -57,6 +57,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.harness import SAVERS, Bench  # after the path is set
 from benchmarks.report import machine_info, render, targets
+from benchmarks.savers import OPENERS
 from benchmarks.workloads.a_graph import workload_graph
 from benchmarks.workloads.b_micro import workload_micro
 from benchmarks.workloads.c_length import workload_length
@@ -137,7 +138,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     t_run = time.perf_counter()
     try:
         print(f"run tag {bench.tag}; Redis {bench.redis_url}", flush=True)
-        bench.open(keys)
+        bench.open(keys, OPENERS)
         results["skipped"] = bench.skipped
         results["notes"] = bench.notes
         results["machine"] = machine_info(bench)

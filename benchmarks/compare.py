@@ -22,7 +22,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.memory import InMemorySaver
 
 from langgraph_durable import AsyncRedisSaver, RedisSaver
-from langgraph_durable.embedded import resolve_url
+from langgraph_durable.tools.embedded import resolve_url
 from tests.helpers import graphs
 
 

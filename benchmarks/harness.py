@@ -11,7 +11,7 @@ import statistics
 import tempfile
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -161,13 +161,12 @@ class Bench:
         return f"{self.tag}-{key}"
 
     # opening -----------------------------------------------------------------------
-    def open(self, keys: Sequence[str]) -> None:
+    def open(self, keys: Sequence[str], openers: Mapping[str, Callable[..., Any]]) -> None:
+        """Open each saver of ``keys`` with its family's opener (``savers.OPENERS``)."""
         for key in keys:
-            from benchmarks.savers import OPENERS  # the openers import this module
-
             label, family, mode = SAVERS[key]
             try:
-                saver, patterns = OPENERS[family](self, key, mode)
+                saver, patterns = openers[family](self, key, mode)
             except Skip as skip:
                 self.skipped[key] = str(skip)
                 print(f"  skip {label}: {skip}", flush=True)
@@ -228,7 +227,7 @@ def pick_redis_url() -> str:
         redis.Redis(socket_connect_timeout=1).ping()
         return "redis://127.0.0.1:6379/0"
     except redis.RedisError:
-        from langgraph_durable.embedded import resolve_url
+        from langgraph_durable.tools.embedded import resolve_url
 
         return resolve_url(None)
 

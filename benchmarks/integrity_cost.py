@@ -16,8 +16,8 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.base import empty_checkpoint
 
 from langgraph_durable import RedisSaver
-from langgraph_durable.embedded import resolve_url
-from langgraph_durable.envelope import Envelope
+from langgraph_durable.core.envelope import Envelope
+from langgraph_durable.tools.embedded import resolve_url
 
 
 class NoHashEnvelope(Envelope):

@@ -27,7 +27,7 @@ from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
 from langgraph_durable import RedisSaver, ToolLedger
-from langgraph_durable.embedded import resolve_url
+from langgraph_durable.tools.embedded import resolve_url
 
 ANSWER = AIMessage(
     content="I will look that up and send the summary. " * 14,

@@ -29,8 +29,8 @@ from typing_extensions import TypedDict
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from langgraph_durable import AsyncRedisSaver
-from langgraph_durable.embedded import resolve_url
-from langgraph_durable.keys import KeySchema
+from langgraph_durable.core.keys import KeySchema
+from langgraph_durable.tools.embedded import resolve_url
 
 
 class LoopState(TypedDict):

@@ -14,7 +14,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from benchmarks.harness import Bench, Skip, server_version
 from langgraph_durable import AsyncRedisSaver, RedisSaver
-from langgraph_durable.keys import escape_thread_id
+from langgraph_durable.core.keys import escape_thread_id
 from tests.helpers.redis_keys import glob_escape
 
 Opened = tuple[BaseCheckpointSaver, Callable[[str], list[str]] | None]

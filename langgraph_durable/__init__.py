@@ -6,6 +6,15 @@ with RedisSaver.from_conn_string("redis://localhost:6379") as saver:
 """
 
 from langgraph_durable.aio import AsyncRedisSaver
+from langgraph_durable.core.reports import (
+    Finding,
+    MigrationReport,
+    RecoveryReport,
+    SkippedCheckpoint,
+    ThreadMigration,
+    VerifyReport,
+)
+from langgraph_durable.core.resign import ResignReport
 from langgraph_durable.errors import (
     CheckpointCorruptedError,
     CheckpointLostError,
@@ -32,19 +41,10 @@ from langgraph_durable.ledger import (
     ToolLedger,
     idempotency_key,
 )
-from langgraph_durable.migration import migrate
-from langgraph_durable.reports import (
-    Finding,
-    MigrationReport,
-    RecoveryReport,
-    SkippedCheckpoint,
-    ThreadMigration,
-    VerifyReport,
-)
-from langgraph_durable.resign import ResignReport
 from langgraph_durable.saver import RedisSaver
 from langgraph_durable.server import checkpointer as _server_checkpointer
 from langgraph_durable.shallow import AsyncShallowRedisSaver, ShallowRedisSaver
+from langgraph_durable.tools.migration import migrate
 
 __all__ = [
     "AsyncRedisSaver",

@@ -17,11 +17,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import redis.asyncio
 import redis.asyncio.cluster
 
-from langgraph_durable import compat, connect, fencing, wire
 from langgraph_durable.base import BaseRedisSaver
-from langgraph_durable.errors import EventLoopError
-from langgraph_durable.ops import Emit, Plan
-from langgraph_durable.shell import PlanShell, Steps
+from langgraph_durable.core import fencing
+from langgraph_durable.core.errors import EventLoopError
+from langgraph_durable.core.ops import Emit, Plan
+from langgraph_durable.io import compat, connect, wire
+from langgraph_durable.io.shell import PlanShell, Steps
 
 AsyncClient = redis.asyncio.Redis | redis.asyncio.cluster.RedisCluster
 T = TypeVar("T")

@@ -27,10 +27,10 @@ from langgraph.checkpoint.base import (
 )
 
 from langgraph_durable import lease as leases
-from langgraph_durable.ops import Plan
+from langgraph_durable.core.ops import Plan
+from langgraph_durable.core.reports import VerifyReport
+from langgraph_durable.core.resign import ResignReport, resign_threads
 from langgraph_durable.options import DEFAULT_KEY_PREFIX, SaverOptions
-from langgraph_durable.reports import VerifyReport
-from langgraph_durable.resign import ResignReport, resign_threads
 
 __all__ = ["DEFAULT_KEY_PREFIX", "BaseRedisSaver"]
 

@@ -27,15 +27,27 @@ import threading
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, TypeVar
 
-from langgraph_durable import fencing
-from langgraph_durable.errors import ConfigurationError, LeaseHeldError
-from langgraph_durable.fencing import Lease
-from langgraph_durable.inputs import configurable
+from langgraph_durable.core import fencing
+from langgraph_durable.core.errors import ConfigurationError, LeaseHeldError
+from langgraph_durable.core.fencing import Lease
+from langgraph_durable.core.inputs import configurable
+from langgraph_durable.core.ops import Plan
+from langgraph_durable.core.saver_core import SaverCore
 
-if TYPE_CHECKING:
-    from langgraph_durable.base import BaseRedisSaver
+_T = TypeVar("_T")
+
+
+class LeaseHolder(Protocol):
+    """What a lease needs of its saver (``RedisSaver`` and ``AsyncRedisSaver``)."""
+
+    core: SaverCore
+    key_prefix: str
+
+    def drive(self, plan: Plan[_T]) -> _T: ...
+    async def adrive(self, plan: Plan[_T]) -> _T: ...
+
 
 __all__ = ["DEFAULT_LEASE_TTL", "Lease", "ahold", "hold"]
 
@@ -66,7 +78,7 @@ def _pause(exc: LeaseHeldError, deadline: float) -> float:
 
 @contextmanager
 def hold(
-    saver: BaseRedisSaver, thread: str | Mapping[str, Any], ttl: float, wait: float
+    saver: LeaseHolder, thread: str | Mapping[str, Any], ttl: float, wait: float
 ) -> Iterator[Lease]:
     lease = _new_lease(thread, ttl, wait)
     deadline = time.monotonic() + wait
@@ -103,7 +115,7 @@ def hold(
 
 @asynccontextmanager
 async def ahold(
-    saver: BaseRedisSaver, thread: str | Mapping[str, Any], ttl: float, wait: float
+    saver: LeaseHolder, thread: str | Mapping[str, Any], ttl: float, wait: float
 ) -> AsyncIterator[Lease]:
     lease = _new_lease(thread, ttl, wait)
     deadline = time.monotonic() + wait

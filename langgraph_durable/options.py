@@ -16,18 +16,16 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver, _with_msgpack_allowlist
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from langgraph_durable import compat
-from langgraph_durable.compression import Compression
-from langgraph_durable.compression import resolve as resolve_compression
-from langgraph_durable.core import SaverCore
-from langgraph_durable.envelope import Envelope
-from langgraph_durable.errors import ConfigurationError
-from langgraph_durable.failover import DEFAULT_FAILOVER_TIMEOUT, Failover, check_timeout
-from langgraph_durable.keys import KeySchema
-from langgraph_durable.reports import RecoveryReport
-from langgraph_durable.serde import AllowedTypes, default_serde, warn_if_permissive
-
-DEFAULT_KEY_PREFIX = "lgd"
+from langgraph_durable.core.compression import Compression
+from langgraph_durable.core.compression import resolve as resolve_compression
+from langgraph_durable.core.envelope import Envelope
+from langgraph_durable.core.errors import ConfigurationError
+from langgraph_durable.core.keys import DEFAULT_KEY_PREFIX, KeySchema
+from langgraph_durable.core.reports import RecoveryReport
+from langgraph_durable.core.saver_core import SaverCore
+from langgraph_durable.core.serde import AllowedTypes, default_serde, warn_if_permissive
+from langgraph_durable.io import compat
+from langgraph_durable.io.failover import DEFAULT_FAILOVER_TIMEOUT, Failover, check_timeout
 
 
 class SaverOptions(BaseCheckpointSaver[str]):

@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import redis
 import redis.cluster
 
-from langgraph_durable import compat, connect, wire
 from langgraph_durable.base import BaseRedisSaver
-from langgraph_durable.ops import Emit, Plan
-from langgraph_durable.shell import PlanShell, Steps
+from langgraph_durable.core.ops import Emit, Plan
+from langgraph_durable.io import compat, connect, wire
+from langgraph_durable.io.shell import PlanShell, Steps
 
 SyncClient = redis.Redis | redis.cluster.RedisCluster
 T = TypeVar("T")

@@ -21,10 +21,10 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from langgraph_durable.aio import AsyncRedisSaver
-from langgraph_durable.connect import check_url
-from langgraph_durable.embedded import resolve_url
-from langgraph_durable.errors import ConfigurationError
-from langgraph_durable.settings import saver_options
+from langgraph_durable.core.errors import ConfigurationError
+from langgraph_durable.io.connect import check_url
+from langgraph_durable.tools.embedded import resolve_url
+from langgraph_durable.tools.settings import saver_options
 
 
 @asynccontextmanager

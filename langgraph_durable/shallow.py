@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from langgraph_durable.aio import AsyncRedisSaver
-from langgraph_durable.errors import ConfigurationError
+from langgraph_durable.core.errors import ConfigurationError
 from langgraph_durable.saver import RedisSaver
 
 

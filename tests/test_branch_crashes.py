@@ -19,7 +19,7 @@ import pytest
 from langchain_core.messages import HumanMessage
 
 from langgraph_durable import RedisSaver, ToolLedger
-from langgraph_durable.keys import KeySchema
+from langgraph_durable.core.keys import KeySchema
 from langgraph_durable.ledger.entries import seal_entry
 from tests.helpers.journal_agent import toolnode_graph
 from tests.helpers.ledger_agent import Effects

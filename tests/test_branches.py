@@ -24,7 +24,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
 
 from langgraph_durable import AsyncRedisSaver, InvalidConfigError, RedisSaver, ToolLedger
-from langgraph_durable.keys import KeySchema
+from langgraph_durable.core.keys import KeySchema
 from tests.helpers.journal_agent import (
     AgentState,
     RandomModel,

@@ -470,7 +470,7 @@ def test_every_command_answers_an_auth_error_in_one_line(
 
 
 def test_the_demo_never_shows_or_passes_the_password(password_server: tuple[int, str]) -> None:
-    from langgraph_durable.demo import worker_command, worker_env
+    from langgraph_durable.cli.demo import worker_command, worker_env
 
     port, password = password_server
     url = f"redis://:{password}@127.0.0.1:{port}/0"
@@ -530,7 +530,7 @@ def test_resign_completes_a_key_rotation_from_the_command_line(signed: dict[str,
 
 
 def test_a_password_in_the_url_query_is_masked_too() -> None:
-    from langgraph_durable.redact import redact, redact_url
+    from langgraph_durable.core.redact import redact, redact_url
 
     url = "redis://127.0.0.1:6419/0?password=hunter2secret&db=0"
     assert "hunter2secret" not in redact_url(url)

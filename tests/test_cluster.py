@@ -13,7 +13,7 @@ import redis.cluster
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 
 from langgraph_durable import AsyncRedisSaver, RedisSaver
-from langgraph_durable.keys import KeySchema
+from langgraph_durable.core.keys import KeySchema
 from tests.helpers import graphs
 
 

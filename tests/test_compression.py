@@ -15,9 +15,9 @@ import redis
 import zstandard
 
 from langgraph_durable import ConfigurationError, RedisSaver
-from langgraph_durable.compression import MARK, MAX_BYTES, Compression
-from langgraph_durable.errors import RecordDamagedError
-from langgraph_durable.keys import KeySchema
+from langgraph_durable.core.compression import MARK, MAX_BYTES, Compression
+from langgraph_durable.core.errors import RecordDamagedError
+from langgraph_durable.core.keys import KeySchema
 from tests.helpers import graphs
 from tests.helpers.redis_keys import flipped
 

@@ -19,7 +19,8 @@ from langgraph.checkpoint.base import empty_checkpoint
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from langgraph_durable import AsyncRedisSaver, RedisSaver, wire
+from langgraph_durable import AsyncRedisSaver, RedisSaver
+from langgraph_durable.io import wire
 
 
 def one_checkpoint(thread_id: str) -> tuple[Any, Any, Any, Any]:

@@ -24,9 +24,9 @@ from langgraph_durable import (
     InvalidConfigError,
     RedisSaver,
 )
-from langgraph_durable.ops import Batch, Command, Script
-from langgraph_durable.recent import RECENT
-from langgraph_durable.records import LIST_PAGE
+from langgraph_durable.core.ops import Batch, Command, Script
+from langgraph_durable.core.recent import RECENT
+from langgraph_durable.core.records import LIST_PAGE
 from tests.helpers.plans import RoundTrips
 
 

@@ -64,11 +64,11 @@ from langgraph_durable import (
     ToolLedger,
     UnreadableThreadError,
     VerifyReport,
-    scripts,
 )
-from langgraph_durable.keys import LEASE_KEY_KINDS, THREAD_KEY_KINDS, KeySchema
+from langgraph_durable.core.keys import LEASE_KEY_KINDS, THREAD_KEY_KINDS, KeySchema
+from langgraph_durable.core.repair import repair
+from langgraph_durable.io import scripts
 from langgraph_durable.ledger import DAMAGED, LedgerEntry
-from langgraph_durable.repair import repair
 from tests.helpers.graphs import prose
 from tests.helpers.redis_keys import delete_prefix, flipped
 

@@ -13,8 +13,8 @@ import redis
 from langgraph.checkpoint.base import empty_checkpoint
 
 from langgraph_durable import AsyncRedisSaver, RedisSaver
-from langgraph_durable.errors import CheckpointCorruptedError
-from langgraph_durable.ops import Batch
+from langgraph_durable.core.errors import CheckpointCorruptedError
+from langgraph_durable.core.ops import Batch
 from tests.helpers import graphs
 from tests.helpers.plans import RoundTrips, before_each
 from tests.helpers.redis_keys import flipped

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from langgraph_durable.embedded import EmbeddedRedis, _exited
-from langgraph_durable.errors import ConfigurationError
+from langgraph_durable.core.errors import ConfigurationError
+from langgraph_durable.tools.embedded import EmbeddedRedis, _exited
 
 
 def test_start_reuse_stale_files_and_stop(tmp_path: Path) -> None:
@@ -24,7 +24,7 @@ def test_start_reuse_stale_files_and_stop(tmp_path: Path) -> None:
         client.set("lgd-embedded-probe", "1")
         client.close()
         # A second process finds the running server through the port file.
-        code = f"from langgraph_durable.embedded import EmbeddedRedis; print(EmbeddedRedis({str(tmp_path / 'data')!r}).start())"
+        code = f"from langgraph_durable.tools.embedded import EmbeddedRedis; print(EmbeddedRedis({str(tmp_path / 'data')!r}).start())"
         other = subprocess.run(
             [sys.executable, "-c", code], capture_output=True, text=True, check=True
         )
@@ -51,7 +51,7 @@ def test_start_reuse_stale_files_and_stop(tmp_path: Path) -> None:
 def test_another_server_on_the_remembered_port_is_never_used_nor_shut_down(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from langgraph_durable import embedded
+    from langgraph_durable.tools import embedded
     from tests.helpers.servers import start_server
 
     foreign = start_server(str(tmp_path))  # another project's Redis, say, after a reboot

@@ -14,7 +14,7 @@ import pytest
 import redis
 
 from langgraph_durable import CheckpointLostError, RedisSaver
-from langgraph_durable.keys import THREAD_KEY_KINDS
+from langgraph_durable.core.keys import THREAD_KEY_KINDS
 from tests.helpers.graphs import react_graph, react_input
 from tests.helpers.servers import Server, start_server
 

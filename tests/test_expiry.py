@@ -12,7 +12,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.types import Command
 
 from langgraph_durable import AsyncRedisSaver, RedisSaver
-from langgraph_durable.errors import DurableError
+from langgraph_durable.core.errors import DurableError
 from tests.helpers import graphs
 
 TTL = 600

@@ -34,9 +34,9 @@ from langgraph_durable import (
     RedisSaver,
     ToolLedger,
     ToolOutcomeUnknownError,
-    hazards,
 )
-from langgraph_durable.ops import Batch, Script
+from langgraph_durable.core.ops import Batch, Script
+from langgraph_durable.io import hazards
 from tests.helpers import graphs
 from tests.helpers.ledger_agent import START_INPUT, Effects, agent_graph, answer, normalized
 from tests.helpers.plans import RoundTrips, one
@@ -330,7 +330,7 @@ def test_a_read_that_may_not_write_reports_a_lost_index_and_verify_repair_rebuil
             tk.cps,
             tk.wix,
         }
-    from langgraph_durable.repair import repair
+    from langgraph_durable.core.repair import repair
 
     repaired = saver.drive(repair(saver.core, "t"))
     assert repaired.reindexed == redis_client.zcard(tk.cps) + redis_client.zcard(tk.wix) > 0

@@ -14,7 +14,7 @@ from langgraph.types import Command
 from typing_extensions import TypedDict
 
 from langgraph_durable import AsyncRedisSaver, RedisSaver, ToolLedger
-from langgraph_durable.errors import ToolOutcomeUnknownError
+from langgraph_durable.core.errors import ToolOutcomeUnknownError
 from tests.helpers import graphs
 
 KEY = b"k" * 32

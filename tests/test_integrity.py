@@ -19,8 +19,8 @@ from langgraph_durable import (
     RedisSaver,
     UnreadableThreadError,
 )
-from langgraph_durable.envelope import Envelope
-from langgraph_durable.keys import KeySchema
+from langgraph_durable.core.envelope import Envelope
+from langgraph_durable.core.keys import KeySchema
 from tests.helpers import graphs
 from tests.helpers.redis_keys import flipped
 

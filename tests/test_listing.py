@@ -14,7 +14,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.base.id import uuid6
 
 from langgraph_durable import RedisSaver
-from langgraph_durable.records import LIST_PAGE
+from langgraph_durable.core.records import LIST_PAGE
 from tests.helpers.plans import RoundTrips
 from tests.helpers.redis_keys import flipped
 

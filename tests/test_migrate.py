@@ -25,8 +25,8 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from langgraph_durable import ConfigurationError, RecordDamagedError, RedisSaver, migrate
-from langgraph_durable.migration import compare_thread
-from langgraph_durable.sources import open_source
+from langgraph_durable.tools.migration import compare_thread
+from langgraph_durable.tools.sources import open_source
 from tests.helpers.graphs import counter_graph
 from tests.helpers.migration import (
     THREADS,

@@ -16,7 +16,7 @@ import psycopg
 import pytest
 import redis
 
-from langgraph_durable.migration import retry_may_help, why_it_stopped
+from langgraph_durable.tools.migration import retry_may_help, why_it_stopped
 from tests.test_migrate import cli
 
 

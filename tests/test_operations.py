@@ -35,7 +35,7 @@ from langgraph_durable import (
     ToolLedger,
     ValueTooLargeError,
 )
-from langgraph_durable.inputs import MAX_RECORD_BYTES, record_size
+from langgraph_durable.core.inputs import MAX_RECORD_BYTES, record_size
 from tests.helpers.graphs import chain, react_graph, react_input
 from tests.helpers.redis_keys import flip_last_bit
 from tests.helpers.servers import Server, make_tls_files, start_server
@@ -131,7 +131,7 @@ def test_a_keyword_redis_py_does_not_take_is_a_configuration_error_naming_it(
 
 def test_tls_keywords_are_taken_with_a_rediss_url(redis_url: str) -> None:
     """Checked against the connection class the URL selects (no connection made)."""
-    from langgraph_durable.connect import sync_client
+    from langgraph_durable.io.connect import sync_client
 
     tls_url = redis_url.replace("redis://", "rediss://")
     client = sync_client(RedisSaver, tls_url, cluster=False, options={"ssl_ca_certs": "ca"})

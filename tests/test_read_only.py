@@ -13,7 +13,7 @@ import pytest
 import redis
 
 from langgraph_durable import AsyncRedisSaver, RedisSaver
-from langgraph_durable.scripts import server_version
+from langgraph_durable.io.scripts import server_version
 from tests.helpers.graphs import react_graph, react_input
 from tests.helpers.redis_keys import flipped
 from tests.helpers.servers import Server, start_server

@@ -13,7 +13,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.base.id import uuid6
 
 from langgraph_durable import AsyncRedisSaver, RedisSaver
-from langgraph_durable.ops import ScanKeys
+from langgraph_durable.core.ops import ScanKeys
 from tests.helpers import graphs
 from tests.helpers.plans import RoundTrips
 

@@ -19,7 +19,7 @@ import redis
 
 from langgraph_durable import AsyncRedisSaver, ConfigurationError, RedisSaver, ToolLedger
 from langgraph_durable.server import checkpointer
-from langgraph_durable.settings import saver_options
+from langgraph_durable.tools.settings import saver_options
 from tests.helpers.langgraph_dev import LANGGRAPH, DevServer, release, say, until
 from tests.helpers.redis_keys import delete_prefix, glob_escape
 

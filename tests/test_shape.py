@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from langgraph_durable import RedisSaver
-from langgraph_durable.ops import Batch, Command, Script
+from langgraph_durable.core.ops import Batch, Command, Script
 from tests.helpers import graphs
 from tests.helpers.plans import RoundTrips
 

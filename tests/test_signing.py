@@ -12,7 +12,7 @@ import redis
 import xxhash
 
 from langgraph_durable import RedisSaver, UnreadableThreadError
-from langgraph_durable.envelope import MAGIC
+from langgraph_durable.core.envelope import MAGIC
 from tests.helpers.graphs import react_graph, react_input
 from tests.helpers.redis_keys import delete_prefix
 

@@ -25,7 +25,7 @@ from benchmarks.harness import (
     section,
 )
 from benchmarks.workloads.shared import ThreadState, fill_thread, make_messages
-from langgraph_durable.keys import THREAD_KEY_KINDS
+from langgraph_durable.core.keys import THREAD_KEY_KINDS
 from tests.helpers import graphs
 
 

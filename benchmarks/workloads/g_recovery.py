@@ -29,7 +29,7 @@ from benchmarks.harness import (
 )
 from benchmarks.workloads.shared import ThreadState, fill_thread, make_messages
 from langgraph_durable import RedisSaver
-from langgraph_durable.demo import damage_newest_checkpoint
+from langgraph_durable.cli.demo import damage_newest_checkpoint
 from tests.helpers import graphs
 
 #                       checkpoint would otherwise need GBs of Redis at 10,000 checkpoints

@@ -26,16 +26,17 @@ from redis.backoff import NoBackoff
 from redis.connection import parse_url
 from redis.retry import Retry
 
-from langgraph_durable import connect, reply_codes
-from langgraph_durable.embedded import resolve_url
-from langgraph_durable.errors import (
+from langgraph_durable.core import reply_codes
+from langgraph_durable.core.errors import (
     ConfigurationError,
     InvalidConfigError,
 )
-from langgraph_durable.redact import redact, redact_url
+from langgraph_durable.core.redact import redact, redact_url
+from langgraph_durable.io import connect
 from langgraph_durable.saver import RedisSaver
-from langgraph_durable.settings import KEY_PREFIX_ENV, SIGNING_KEY_ENV, checked_keys
-from langgraph_durable.settings import signing_keys as env_signing_keys
+from langgraph_durable.tools.embedded import resolve_url
+from langgraph_durable.tools.settings import KEY_PREFIX_ENV, SIGNING_KEY_ENV, checked_keys
+from langgraph_durable.tools.settings import signing_keys as env_signing_keys
 
 PROBE_TIMEOUT = 5.0  # seconds for the first PING to connect and answer
 

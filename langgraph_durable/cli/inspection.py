@@ -16,7 +16,7 @@ from langgraph_durable.cli.common import (
     thread_ids,
     when,
 )
-from langgraph_durable.errors import (
+from langgraph_durable.core.errors import (
     CheckpointCorruptedError,
     UnreadableThreadError,
 )

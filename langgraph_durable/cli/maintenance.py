@@ -27,7 +27,7 @@ def verify(
 ) -> None:
     """Check every record of THREAD (or --all threads); exit 1 if anything is damaged or
     quarantined, or the thread does not exist. Changes nothing unless --repair."""
-    from langgraph_durable.repair import repair as repair_plan
+    from langgraph_durable.core.repair import repair as repair_plan
 
     if not thread and not all_threads:
         raise click.UsageError("name a THREAD or pass --all")

@@ -14,7 +14,6 @@ from typing import Any
 
 import click
 
-from langgraph_durable import reply_codes
 from langgraph_durable.cli.common import (
     _UNREACHABLE,
     common,
@@ -23,10 +22,11 @@ from langgraph_durable.cli.common import (
     out,
     printable,
 )
-from langgraph_durable.migration import migrate_thread, source_thread_ids, why_it_stopped
-from langgraph_durable.redact import redact, redact_url
-from langgraph_durable.reports import ThreadMigration
-from langgraph_durable.sources import open_source
+from langgraph_durable.core import reply_codes
+from langgraph_durable.core.redact import redact, redact_url
+from langgraph_durable.core.reports import ThreadMigration
+from langgraph_durable.tools.migration import migrate_thread, source_thread_ids, why_it_stopped
+from langgraph_durable.tools.sources import open_source
 
 
 @click.command()

@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from langgraph_durable.cli.common import common, echo_error, open_saver, out_table
-from langgraph_durable.errors import LeaseHeldError
+from langgraph_durable.core.errors import LeaseHeldError
 from langgraph_durable.ledger import ToolLedger
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from langgraph_durable.cli.common import checked_url, common, open_saver, out, printable
-from langgraph_durable.embedded import DEMO_PREFIX, EmbeddedRedis, default_data_dir
+from langgraph_durable.tools.embedded import DEMO_PREFIX, EmbeddedRedis, default_data_dir
 
 
 @click.command()
@@ -21,7 +21,7 @@ def demo(redis_url: str | None, key_prefix: str, as_json: bool, damage: bool, de
 
     Its threads go under the key prefix "lgd-demo" (unless --key-prefix says otherwise)
     and expire a day after their last write."""
-    from langgraph_durable.demo import run_demo
+    from langgraph_durable.cli.demo import run_demo
 
     ctx = click.get_current_context()
     if ctx.get_parameter_source("key_prefix") is click.core.ParameterSource.DEFAULT:

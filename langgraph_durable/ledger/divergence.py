@@ -25,7 +25,7 @@ from typing import Any
 from langchain_core.messages import ToolMessage
 from langgraph.types import Command
 
-from langgraph_durable.errors import ToolCallDivergedError
+from langgraph_durable.core.errors import ToolCallDivergedError
 from langgraph_durable.ledger.entries import (
     DIVERGED,
     RESULT,

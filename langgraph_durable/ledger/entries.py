@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING, Any, Literal
 import msgpack
 from pydantic import BaseModel, model_validator
 
-from langgraph_durable.errors import RecordDamagedError
-from langgraph_durable.heads import REPLAYED, replayed
-from langgraph_durable.keys import KeySchema
+from langgraph_durable.core.errors import RecordDamagedError
+from langgraph_durable.core.heads import REPLAYED, replayed
+from langgraph_durable.core.keys import LEDGER_RECORD, KeySchema
 
 if TYPE_CHECKING:
-    from langgraph_durable.codec import RecordCodec
+    from langgraph_durable.core.codec import RecordCodec
 
 Policy = Literal["escalate", "retry", "fail", "readonly"]
 POLICIES: tuple[str, ...] = ("escalate", "retry", "fail", "readonly")
@@ -40,7 +40,6 @@ DIVERGED = "diverged"
 DROPPED = "dropped"  # a model answer an operator dropped: asked again at its place
 _UNKNOWN_STATES = (INTENT, DAMAGED)
 _FORMAT = 1
-_LEDGER = "lg"  # record kind bound into each entry's checksum
 # Model calls (journal.py) are recorded at this position plus their order in the task,
 # far above any tool call's or durable call's, so no divergence check ever pairs them.
 MODEL_POSITION = 5_000_000
@@ -192,7 +191,7 @@ def sealed_entry(codec: RecordCodec, thread_id: str, entry: LedgerEntry) -> tupl
             for slot, d in sorted(entry.decisions.items())
         ],
     }
-    identity = KeySchema.identity(_LEDGER, thread_id, entry.field)
+    identity = KeySchema.identity(LEDGER_RECORD, thread_id, entry.field)
     packed = msgpack.packb(body, use_bin_type=True)
     return codec.envelope.seal(identity, packed), packed
 
@@ -212,7 +211,7 @@ def open_entry(
     if record:
         base = replace(base, seen=hashlib.sha1(record).hexdigest())
     try:
-        raw = codec.envelope.open(KeySchema.identity(_LEDGER, thread_id, field), record)
+        raw = codec.envelope.open(KeySchema.identity(LEDGER_RECORD, thread_id, field), record)
         if replayed(codec.envelope, thread_id, field, raw, mark):
             return replace(base, damage=REPLAYED)
         body = msgpack.unpackb(raw, raw=False)

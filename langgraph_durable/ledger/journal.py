@@ -55,14 +55,14 @@ from typing import Any
 from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig
 
-from langgraph_durable.errors import ConfigurationError, RecordDamagedError
+from langgraph_durable.core.errors import ConfigurationError, RecordDamagedError
+from langgraph_durable.core.ops import Plan
+from langgraph_durable.core.serde import accepted_types, load
 from langgraph_durable.ledger.entries import MODEL_CALL, MODEL_POSITION, RESULT, LedgerEntry
 from langgraph_durable.ledger.executions import Lineage, ai_messages, request_digest
 from langgraph_durable.ledger.running import CallRunner
 from langgraph_durable.ledger.sites import _Site, _TaskContext, call_site, facts
 from langgraph_durable.ledger.wiring import MODEL_ADVICE, refuse_sync_on_loop
-from langgraph_durable.ops import Plan
-from langgraph_durable.serde import accepted_types, load
 
 logger = logging.getLogger("langgraph_durable")
 _ANSWERS_KEPT = 10_000  # tool calls (and answers recorded here) remembered per ledger

@@ -31,8 +31,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from langgraph_durable import inputs
-from langgraph_durable.errors import InvalidConfigError
+from langgraph_durable.core import inputs
+from langgraph_durable.core.errors import InvalidConfigError
+from langgraph_durable.core.ops import Plan
 from langgraph_durable.ledger.divergence import question
 from langgraph_durable.ledger.entries import (
     DIVERGED,
@@ -43,7 +44,6 @@ from langgraph_durable.ledger.entries import (
     LedgerEntry,
 )
 from langgraph_durable.ledger.plans import LedgerPlans
-from langgraph_durable.ops import Plan
 
 ACTIONS = ("retry", "skip", "fail")
 

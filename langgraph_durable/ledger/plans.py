@@ -26,8 +26,9 @@ from typing import Any, cast
 
 from langgraph.errors import GraphInterrupt
 
-from langgraph_durable.errors import ToolOutcomeUnknownError
-from langgraph_durable.heads import REPLAYED
+from langgraph_durable.core.errors import ToolOutcomeUnknownError
+from langgraph_durable.core.heads import REPLAYED
+from langgraph_durable.core.ops import Plan
 from langgraph_durable.ledger.divergence import (
     diverged_entry,
     diverged_error,
@@ -61,7 +62,6 @@ from langgraph_durable.ledger.sites import (
     ordered_positions,
 )
 from langgraph_durable.ledger.store import LedgerStore
-from langgraph_durable.ops import Plan
 
 logger = logging.getLogger("langgraph_durable")
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from langgraph_durable.errors import ConfigurationError
+from langgraph_durable.core.errors import ConfigurationError
 from langgraph_durable.ledger.entries import DIVERGENCES, POLICIES, Divergence, Policy
 
 _HINTS = ("readOnlyHint", "idempotentHint", "destructiveHint")

@@ -22,8 +22,8 @@ from langgraph.errors import GraphBubbleUp, GraphInterrupt
 from langgraph.types import interrupt
 from pydantic import ValidationError
 
-from langgraph_durable.errors import ConfigurationError
-from langgraph_durable.keys import KeySchema
+from langgraph_durable.core.errors import ConfigurationError
+from langgraph_durable.core.keys import KeySchema
 from langgraph_durable.ledger.divergence import question
 from langgraph_durable.ledger.entries import ERROR, INTERRUPTED, RESULT, LedgerEntry, _describe
 from langgraph_durable.ledger.plans import LedgerPlans, _Decision

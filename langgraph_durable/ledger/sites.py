@@ -28,7 +28,7 @@ from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig
 from pydantic import BaseModel
 
-from langgraph_durable.keys import KeySchema, LedgerField
+from langgraph_durable.core.keys import KeySchema, LedgerField
 from langgraph_durable.ledger.entries import DivergenceAnswer, EscalationAnswer, LedgerEntry
 from langgraph_durable.ledger.executions import Now, now_of
 

@@ -20,12 +20,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from langgraph_durable import saved_here
-from langgraph_durable.fencing import held_token
-from langgraph_durable.heads import REPLAYED, ledger_mark
-from langgraph_durable.keys import KeySchema
+from langgraph_durable.core import saved_here
+from langgraph_durable.core.fencing import held_token
+from langgraph_durable.core.heads import REPLAYED, ledger_mark
+from langgraph_durable.core.keys import LEDGER_RECORD, KeySchema
+from langgraph_durable.core.ledger_rollback import voided_runs
+from langgraph_durable.core.ops import Plan, Script
 from langgraph_durable.ledger.entries import (
-    _LEDGER,
     DAMAGED,
     LedgerEntry,
     open_entry,
@@ -38,9 +39,7 @@ from langgraph_durable.ledger.executions import (
     executions,
     new_name,
 )
-from langgraph_durable.ledger.rollback import voided_runs
 from langgraph_durable.ledger.sites import _TaskContext
-from langgraph_durable.ops import Plan, Script
 
 logger = logging.getLogger("langgraph_durable")
 
@@ -154,7 +153,7 @@ class LedgerStore:
             args += [
                 entry.field,
                 record,
-                self._keys.quarantine_field(_LEDGER, entry.field) if reason else "",
+                self._keys.quarantine_field(LEDGER_RECORD, entry.field) if reason else "",
                 reason,
                 *ledger_mark(core.envelope, thread_id, entry.field, body),  # heads.py
             ]

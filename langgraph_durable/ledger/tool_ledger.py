@@ -37,7 +37,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from langgraph_durable.errors import ConfigurationError
+from langgraph_durable.core.errors import ConfigurationError
 from langgraph_durable.ledger.durable import DurableCalls
 from langgraph_durable.ledger.entries import Divergence, LedgerEntry, Policy
 from langgraph_durable.ledger.executions import Lineage
@@ -305,7 +305,7 @@ class ToolLedger(DurableCalls, ModelJournal, OperatorPlans):
         every tool call goes through this ledger and, with ``journal_models`` (the
         default), every model call is journaled, so a replayed model step returns the
         recorded response instead of asking the model again (``journal.py``)."""
-        from langgraph_durable.middleware import LedgerMiddleware
+        from langgraph_durable.ledger.middleware import LedgerMiddleware
 
         return LedgerMiddleware(self, journal_models=journal_models)
 

@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 from langchain_core.runnables import RunnableConfig
 from langgraph.constants import CONFIG_KEY_CHECKPOINTER
 
-from langgraph_durable.errors import ConfigurationError
+from langgraph_durable.core.errors import ConfigurationError
 
 T = TypeVar("T")
 

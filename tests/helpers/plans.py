@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from langgraph_durable.base import BaseRedisSaver
-from langgraph_durable.ops import Batch, Emit, Plan, Script
+from langgraph_durable.core.ops import Batch, Emit, Plan, Script
 
 
 def before_each(plan: Plan[Any], hook: Any) -> Plan[Any]:

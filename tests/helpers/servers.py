@@ -13,7 +13,7 @@ from typing import Any
 
 import redis
 
-from langgraph_durable.embedded import find_server_binary
+from langgraph_durable.tools.embedded import find_server_binary
 
 # How long a server may take to answer. A safety net only: the wait ends as soon as it
 # answers or its process exits.

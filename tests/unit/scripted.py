@@ -9,11 +9,11 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import Checkpoint, empty_checkpoint
 
-from langgraph_durable.core import SaverCore
-from langgraph_durable.envelope import Envelope
-from langgraph_durable.keys import KeySchema
-from langgraph_durable.ops import Batch, Command, Plan, Script
-from langgraph_durable.serde import default_serde
+from langgraph_durable.core.envelope import Envelope
+from langgraph_durable.core.keys import KeySchema
+from langgraph_durable.core.ops import Batch, Command, Plan, Script
+from langgraph_durable.core.saver_core import SaverCore
+from langgraph_durable.core.serde import default_serde
 
 PREFIX = "unit"
 THREAD = "t"

@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from langgraph_durable.compat import key_prefix, ttl_settings
-from langgraph_durable.connect import SentinelUrl, parse_sentinel_url
-from langgraph_durable.errors import ConfigurationError
-from langgraph_durable.ops import Script
+from langgraph_durable.core.errors import ConfigurationError
+from langgraph_durable.core.ops import Script
+from langgraph_durable.io.compat import key_prefix, ttl_settings
+from langgraph_durable.io.connect import SentinelUrl, parse_sentinel_url
 from tests.unit.scripted import make_core
 
 

@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from langgraph_durable import elements
-from langgraph_durable.compression import Compression
-from langgraph_durable.elements import ElementCache, ElementDamagedError
-from langgraph_durable.errors import RecordDamagedError
+from langgraph_durable.core import elements
+from langgraph_durable.core.compression import Compression
+from langgraph_durable.core.elements import ElementCache, ElementDamagedError
+from langgraph_durable.core.errors import RecordDamagedError
 
 SERDE = JsonPlusSerializer()
 texts = st.text(min_size=0, max_size=300)

@@ -12,8 +12,8 @@ from redis.exceptions import (
 )
 from redis.sentinel import MasterNotFoundError
 
-from langgraph_durable.errors import ConfigurationError, FailoverTimeoutError
-from langgraph_durable.failover import Failover, check_timeout, is_failover
+from langgraph_durable.core.errors import ConfigurationError
+from langgraph_durable.io.failover import Failover, FailoverTimeoutError, check_timeout, is_failover
 
 
 class Clock:

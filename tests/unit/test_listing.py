@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from langgraph_durable.ops import Batch, Emit, Script
-from langgraph_durable.records import LIST_PAGE
+from langgraph_durable.core.ops import Batch, Emit, Script
+from langgraph_durable.core.records import LIST_PAGE
 from tests.unit.scripted import THREAD, Thread, make_core
 
 

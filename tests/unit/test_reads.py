@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from langgraph_durable.errors import CheckpointCorruptedError, UnreadableThreadError
-from langgraph_durable.ops import Batch, Script
-from langgraph_durable.records import Damage
+from langgraph_durable.core.errors import CheckpointCorruptedError, UnreadableThreadError
+from langgraph_durable.core.ops import Batch, Script
+from langgraph_durable.core.records import Damage
 from tests.helpers.redis_keys import flipped
 from tests.unit.scripted import THREAD, Thread, config, drive, make_core
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from langgraph_durable.recent import _FIELDS, _NAMESPACES, _THREADS, RECENT, RecentFields
+from langgraph_durable.core.recent import _FIELDS, _NAMESPACES, _THREADS, RECENT, RecentFields
 
 
 def ids(n: int) -> list[str]:

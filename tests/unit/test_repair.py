@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from langgraph_durable.repair import repair
+from langgraph_durable.core.repair import repair
 from tests.helpers.redis_keys import flipped
 from tests.unit.scripted import THREAD, Thread, drive, make_core
 

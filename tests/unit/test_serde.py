@@ -21,9 +21,9 @@ from langgraph.checkpoint.serde import jsonplus
 from langgraph.types import Send
 from pydantic import BaseModel
 
-from langgraph_durable import serde as durable_serde
-from langgraph_durable.errors import RecordDamagedError
-from langgraph_durable.serde import accepted_types, default_serde, load
+from langgraph_durable.core import serde as durable_serde
+from langgraph_durable.core.errors import RecordDamagedError
+from langgraph_durable.core.serde import accepted_types, default_serde, load
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 

@@ -10,7 +10,7 @@ import redis
 import redis.asyncio
 from redis.exceptions import ExecAbortError, ResponseError
 
-from langgraph_durable.wire import READ, SEND, exchange, usable
+from langgraph_durable.io.wire import READ, SEND, exchange, usable
 
 CALLBACKS = {"HGETALL": lambda reply: dict(zip(reply[::2], reply[1::2]))}
 

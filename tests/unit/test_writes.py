@@ -8,15 +8,15 @@ import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 from redis.exceptions import ResponseError
 
-from langgraph_durable import fencing
-from langgraph_durable.errors import (
+from langgraph_durable.core import fencing
+from langgraph_durable.core.errors import (
     CheckpointLostError,
     LeaseHeldError,
     LeaseLostError,
     NotReplicatedError,
 )
-from langgraph_durable.fencing import Lease
-from langgraph_durable.ops import Batch, Script
+from langgraph_durable.core.fencing import Lease
+from langgraph_durable.core.ops import Batch, Script
 from tests.unit.scripted import PREFIX, THREAD, config, drive, make_core
 
 

@@ -1,0 +1,372 @@
+"""Linear memory for list-valued channels: each element stored once per thread.
+
+Owns the element form of a channel value. A list worth it (``MIN_ELEMENTS`` or more
+elements, ``MIN_AVERAGE_BYTES`` or more each on average once serialized: messages, not
+counters) is stored as a *manifest*: the channel value's record, sealed like every
+record, has the type ``lgdl1`` and holds the 16-byte BLAKE2b digests of its elements (keyed
+with a key derived from ``signing_key`` where one is set: ``digest_of``) in
+order; each element is stored once per thread in ``P:{T}:el`` under its digest. A
+message list that grows by one message per step then costs each message once plus 16
+bytes per message per checkpoint, instead of the whole list again at every checkpoint
+(``add_messages``, ``operator.add``: no opting in to ``DeltaChannel``). Rules it keeps:
+  * An element is verified against the digest the (verified) manifest names before one
+    byte of it is used: a cryptographic digest named by a sealed record is as good as a
+    seal over the element (a chat user cannot craft a message that collides with another),
+    so elements carry no envelope of their own and are the same bytes in every thread.
+  * An element is serialized and compressed like any value (``compression.py``), the
+    digest taken over the stored bytes: verified before it is decompressed.
+  * An element never changes under its digest: a process keeps the elements it stored
+    or verified (``ElementCache``, bounded) and reads only the others, so a read of a
+    thread's newest checkpoint moves its manifests, not its messages.
+  * The elements a put may leave out are those its parent checkpoint's manifests name
+    (``_NewestVersions`` remembers them): they exist while the parent does, because
+    retention deletes an element only once no remaining checkpoint's manifest names it.
+    ``put_checkpoint.lua`` checks that each is there and their lengths against what
+    this process wrote or verified, or with ``verify_elements_on_write`` their very
+    bytes (SHA-1 in Lua: O(the thread's element bytes) of Redis CPU per put, so not by
+    default: a same-length change is then found by the first process that reads it);
+    only that it is there for one this process never held
+    (``ElementCache.known_as_stored``). One that is not (a field deleted, damaged
+    bytes, one a reader moved to quarantine) refuses the put, which is sent again with
+    every element its values hold. Elements a writer sends overwrite what is stored
+    (HSET): bytes hashed to their digest can only be right, so damage never
+    blocks writing the same content again.
+  * Older readers refuse the ``lgdl1`` type (damage that may be configuration, never a
+    misread value).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import msgpack
+from langgraph.checkpoint.base import SerializerProtocol
+from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
+
+from langgraph_durable.core import inputs
+from langgraph_durable.core.compression import Compression
+from langgraph_durable.core.errors import RecordDamagedError
+
+MARK = "lgdl1"  # the serialization type of a manifest
+PACKED_MARK = b"\xa5" + MARK.encode()  # how msgpack writes it inside a record's body
+DIGEST_BYTES = 16
+MIN_ELEMENTS = 2
+MIN_AVERAGE_BYTES = 64  # below, 16 bytes of digest per element and a hash field cost more
+MAX_FINGERPRINTS = 1 << 17  # about 30 MB of them at most
+
+
+class ElementDamagedError(RecordDamagedError):
+    """An element a manifest names is missing or not the bytes it names. The manifest
+    itself verified: it is not moved to quarantine (other checkpoints may share it), nor
+    are the checkpoints naming it; a damaged element is (a writer that holds its bytes
+    writes it again: ``put_checkpoint.lua`` checks every element a put names)."""
+
+    def __init__(self, reason: str, digest: bytes = b"") -> None:
+        super().__init__(reason)
+        self.digest = digest
+
+
+@dataclass(frozen=True)
+class Split:
+    """A list value in element form: the manifest's data and the stored elements."""
+
+    digests: tuple[bytes, ...]  # in list order (repeats allowed)
+    stored: dict[bytes, bytes]  # digest -> stored element, each once
+
+    @property
+    def manifest(self) -> bytes:
+        return b"".join(self.digests)
+
+
+def element_keys(signing_keys: Iterable[bytes]) -> tuple[bytes, ...]:
+    """The keys element digests are taken with, newest first: one derived from each
+    signing key (never the signing key itself); none without ``signing_key``."""
+    return tuple(
+        hmac.new(k, b"langgraph-durable element digest", hashlib.sha256).digest()
+        for k in signing_keys
+    )
+
+
+def digest_of(stored: bytes, key: bytes = b"") -> bytes:
+    """The digest a manifest names ``stored`` by: BLAKE2b-128, keyed with the newest
+    element key where ``signing_key`` is set (no one without the key can compute a
+    digest, let alone craft two messages that share one)."""
+    return hashlib.blake2b(stored, digest_size=DIGEST_BYTES, key=key).digest()
+
+
+def key_of(digest: bytes, stored: bytes, keys: Sequence[bytes]) -> bytes | None:
+    """The element key (``b""``: none) ``digest`` was taken with over ``stored``, or None
+    if no key makes it. Unkeyed digests (written before ``signing_key``) still verify: a
+    keyed digest cannot be met by unkeyed bytes short of a 2^128 second preimage."""
+    for key in (*keys, b""):
+        if hmac.compare_digest(digest_of(stored, key), digest):
+            return key
+    return None
+
+
+def _encryption(serde: SerializerProtocol) -> tuple[SerializerProtocol, Any]:
+    """(the serializer inside, its cipher) for LangGraph's ``EncryptedSerializer``; else
+    (``serde``, None)."""
+    if isinstance(serde, EncryptedSerializer):
+        return serde.serde, serde.cipher
+    return serde, None
+
+
+def decrypted(serde: SerializerProtocol, type_: str, data: bytes) -> tuple[str, bytes] | None:
+    """The plaintext serialization of an element an ``EncryptedSerializer`` stored, so a
+    reader knows it by content as its writer did (``split``); None for anything else or
+    what does not decrypt (the load reports that)."""
+    _, cipher = _encryption(serde)
+    base, plus, name = type_.partition("+")
+    if cipher is None or not plus:
+        return None
+    try:
+        return base, cipher.decrypt(name, data)
+    except Exception:  # noqa: BLE001 - a wrong key, a forged ciphertext: the load says so
+        return None
+
+
+def split(
+    serde: SerializerProtocol,
+    compression: Compression,
+    value: Any,
+    cache: ElementCache,
+    *,
+    thread_id: str,
+    what: str,
+    limit: int,
+    min_elements: int = MIN_ELEMENTS,
+    keys: Sequence[bytes] = (),
+) -> tuple[Split | None, tuple[str, bytes] | None]:
+    """``value`` in element form, or None when it is not a list worth splitting, with
+    the whole value serialized when that was done on the way (None otherwise). A
+    pending write splits from one element on: the message it appends is the element the
+    next checkpoint's manifest names, stored once for both. An element this process
+    stored or read before costs its serialization only (``cache``). With an
+    ``EncryptedSerializer``, an element is known by its plaintext serialization (in
+    memory only) and encrypted once: a fresh ciphertext at every checkpoint would store
+    every message again each time."""
+    if type(value) is not list or len(value) < min_elements:
+        return None, None
+    plain_serde, cipher = _encryption(serde)
+    whole = plain_serde.dumps_typed(value)
+    parts = _msgpack_elements(whole, len(value))
+    serialized = (
+        [(MSGPACK, part) for part in parts]
+        if parts is not None
+        else [plain_serde.dumps_typed(element) for element in value]
+    )
+    if cipher is not None:
+        whole = None  # plaintext: never stored
+    if sum(len(data) for _, data in serialized) < MIN_AVERAGE_BYTES * len(value):
+        return None, whole
+    digests: list[bytes] = []
+    stored: dict[bytes, bytes] = {}
+    for type_, data in serialized:
+        plain = b"".join((type_.encode(), b"\x00", data))
+        known = cache.by_content(plain)
+        if known is None:
+            sealed_type, sealed = type_, data
+            if cipher is not None:
+                name, sealed = cipher.encrypt(data)
+                sealed_type = f"{type_}+{name}"
+            packed_type, packed_data = compression.pack(sealed_type, sealed)
+            what_ = f"an element of {what}"
+            inputs.record_size(len(packed_data), thread_id=thread_id, what=what_, limit=limit)
+            packed = (
+                plain
+                if packed_data is data
+                else b"".join((packed_type.encode(), b"\x00", packed_data))
+            )
+            known = digest_of(packed, keys[0] if keys else b""), packed
+            cache.add(known[0], type_, data, plain, packed)
+        cache.note_stored(*known)
+        digests.append(known[0])
+        stored[known[0]] = known[1]
+    return Split(tuple(digests), stored), whole
+
+
+MSGPACK = "msgpack"  # LangGraph's serialization type whose arrays are their elements' bytes
+
+
+def _msgpack_elements(whole: tuple[str, bytes], count: int) -> list[bytes] | None:
+    """The bytes of each element of a list LangGraph serialized as one msgpack array
+    (msgpack is context-free: an element's bytes are what serializing it alone gives),
+    or None for another serialization."""
+    type_, data = whole
+    if type_ != MSGPACK:
+        return None
+    try:
+        unpacker = msgpack.Unpacker(max_buffer_size=len(data) + 1)
+        unpacker.feed(data)
+        if unpacker.read_array_header() != count:
+            return None
+        parts, start = [], unpacker.tell()
+        for _ in range(count):
+            unpacker.skip()
+            end = unpacker.tell()
+            parts.append(data[start:end])
+            start = end
+    except (ValueError, msgpack.UnpackException):
+        return None
+    return parts if start == len(data) else None
+
+
+def joined(types: Sequence[str], parts: Sequence[bytes]) -> tuple[str, bytes] | None:
+    """The msgpack array of elements serialized one by one as msgpack (their types and
+    bytes): one call deserializes them all (the inverse of ``_msgpack_elements``); None
+    if one is not msgpack."""
+    if types.count(MSGPACK) != len(types):
+        return None
+    return MSGPACK, b"".join((b"\xdd" + len(parts).to_bytes(4, "big"), *parts))
+
+
+class ElementCache:
+    """Elements this process stored or verified, by digest (their serialized type and
+    bytes, decompressed) and by content (their digest and stored form). An element never
+    changes under its digest, so a read takes a cached one instead of reading and
+    verifying it again, and a put does not compress or hash again an element it stored.
+    Holds at most ``max_bytes`` of elements (crude: emptied whole when full, safe from
+    any thread)."""
+
+    def __init__(self, max_bytes: int = 32 << 20) -> None:
+        self.max_bytes = max_bytes
+        self._lock = threading.Lock()  # the size count; the dicts are safe on their own
+        self._size = 0
+        self._by_digest: dict[bytes, tuple[str, bytes]] = {}
+        self._by_content: dict[bytes, tuple[bytes, bytes]] = {}
+        # digest -> (length, SHA-1) of the bytes stored under it, for a put to check
+        # them (``known_as_stored``): kept apart from the content, so emptying it keeps them.
+        self._fingerprints: dict[bytes, tuple[int, bytes]] = {}
+
+    def get(self, digest: bytes) -> tuple[str, bytes] | None:
+        return self._by_digest.get(digest)
+
+    def uncached(self, digests: Iterable[bytes]) -> list[bytes]:
+        """Those of ``digests`` not cached, in order."""
+        cached = self._by_digest
+        return [d for d in digests if d not in cached]
+
+    def get_all(self, digests: Sequence[bytes]) -> list[tuple[str, bytes]] | None:
+        """Every one of ``digests``, in order, or None if any is not cached."""
+        get = self._by_digest.get
+        found = [get(d) for d in digests]
+        return None if None in found else found  # type: ignore[return-value]
+
+    def empty(self) -> None:
+        """Forget every element (what ``add`` does when full); fingerprints stay."""
+        self._by_digest, self._by_content, self._size = {}, {}, 0
+
+    def note_stored(self, digest: bytes, stored: bytes) -> None:
+        """Remember the bytes stored under ``digest`` by their length and SHA-1
+        (``known_as_stored``), once this process wrote them or verified them."""
+        if digest not in self._fingerprints:
+            if len(self._fingerprints) >= MAX_FINGERPRINTS:
+                self._fingerprints = {}
+            sha1 = hashlib.sha1(stored).hexdigest()[:15].encode()
+            self._fingerprints[digest] = (len(stored), digest + sha1)
+
+    def known_as_stored(self, digest: bytes) -> tuple[int, bytes] | None:
+        """The length of the bytes stored under ``digest`` and the digest followed by
+        the first 15 hex digits of their SHA-1 (what Redis's Lua can compute), or None
+        if this process never wrote nor verified them."""
+        return self._fingerprints.get(digest)
+
+    def by_content(self, plain: bytes) -> tuple[bytes, bytes] | None:
+        return self._by_content.get(plain)
+
+    def add(
+        self, digest: bytes, type_: str, data: bytes, plain: bytes | None, packed: bytes | None
+    ) -> None:
+        size = len(data) + len(plain or b"")
+        size += len(packed) if packed is not None and packed is not plain else 0
+        if size > self.max_bytes:
+            return
+        with self._lock:
+            if self._size + size > self.max_bytes:
+                self.empty()
+            self._by_digest[digest] = (type_, data)
+            if plain is not None and packed is not None:
+                self._by_content[plain] = (digest, packed)
+            self._size += size
+
+
+def digests_of(manifest: Any) -> tuple[bytes, ...]:
+    """The element digests a verified manifest's data names, in order."""
+    if not isinstance(manifest, bytes) or len(manifest) % DIGEST_BYTES:
+        raise RecordDamagedError("undecodable body (not a manifest)")
+    return tuple([manifest[i : i + DIGEST_BYTES] for i in range(0, len(manifest), DIGEST_BYTES)])
+
+
+def unpack(digest: bytes, stored: bytes | None, keys: Sequence[bytes] = ()) -> tuple[str, bytes]:
+    """(serialization type, data) of the element stored under ``digest``, verified with
+    any of the element ``keys`` or none (``key_of``)."""
+    if stored is None:
+        raise ElementDamagedError(f"missing element {digest.hex()}", digest)
+    if key_of(digest, stored, keys) is None:
+        raise ElementDamagedError(f"checksum mismatch element {digest.hex()}", digest)
+    type_, _, data = stored.partition(b"\x00")
+    try:
+        return type_.decode(), data
+    except UnicodeDecodeError as exc:  # verified, so only a digest collision could: never
+        raise ElementDamagedError(f"undecodable body element {digest.hex()}", digest) from exc
+
+
+def may_be_manifest(record: bytes | None, window: int = 96) -> bool:
+    """Cheap test before opening: a manifest's type sits at the start of a channel
+    value's body (``window``), after the channel name in a pending write's (search it
+    all: ``window=-1``)."""
+    if record is None:
+        return False
+    return record.find(PACKED_MARK, 0, len(record) if window < 0 else window) != -1
+
+
+class ValueRecords(dict[str, "bytes | None"]):
+    """Channel value records by blob field, with the elements read for their manifests
+    (digest -> stored element, None where Redis had none), the manifests already
+    opened and verified (blob field -> digests), so none is verified twice, and the
+    digests the manifests of pending writes name (write member -> digests)."""
+
+    def __init__(self, *args: Any, trust_cache: bool = True) -> None:
+        super().__init__(*args)
+        # False: every element must be in Redis (verify, retention's pin), not only here.
+        self.trust_cache = trust_cache
+        self.elements: dict[bytes, bytes | None] = {}
+        self.manifests: dict[str, tuple[bytes, ...]] = {}
+        self.write_manifests: dict[str, tuple[bytes, ...]] = {}
+
+    def merge(self, other: Mapping[str, bytes | None]) -> None:
+        self.update(other)
+        if isinstance(other, ValueRecords):
+            self.elements.update(other.elements)
+            self.manifests.update(other.manifests)
+            self.write_manifests.update(other.write_manifests)
+
+    def wanted_elements(self, cache: ElementCache) -> list[bytes]:
+        """Digests the opened manifests name that were not read yet (and are not cached,
+        where the cache is trusted)."""
+        named = named_by((*self.manifests.values(), *self.write_manifests.values()))
+        unread = named - self.elements.keys()
+        return sorted(cache.uncached(unread) if self.trust_cache else unread)
+
+    def lacking(self, cache: ElementCache) -> set[str]:
+        """Blob fields without a record, and blob fields and write members whose manifest
+        names an element Redis lacked (and ``cache`` too)."""
+        gone = {
+            d
+            for d, e in self.elements.items()
+            if e is None and (not self.trust_cache or cache.get(d) is None)
+        }
+        named = (*self.manifests.items(), *self.write_manifests.items())
+        return {f for f, record in self.items() if record is None} | {
+            f for f, digests in named if gone.intersection(digests)
+        }
+
+
+def named_by(manifests: Iterable[tuple[bytes, ...]]) -> set[bytes]:
+    return {d for digests in manifests for d in digests}

@@ -1,0 +1,108 @@
+"""Fencing: which lease a write carries, and the plans that hand leases out.
+
+Owns the fencing token of every lease this context holds (a context variable, so each
+thread and asyncio task writes with its own leases), the ``Lease`` record, and the lease
+plans (acquire, renew, release; ``lua/lease.lua``). Rules it keeps:
+  * Tokens only grow. A write script accepts a token only while it is the thread's
+    newest, so a worker that stalled past its lease changes nothing (``LeaseLostError``).
+  * A write made in no lease carries ``""``: refused while another worker holds the
+    thread (``LeaseHeldError``), accepted when nobody does.
+The context managers that hold a lease and renew it live in ``lease.py``; the write
+plans (``writes.py``, the ledger) ask ``held_token`` what to send.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import os
+import socket
+import uuid
+from collections.abc import Awaitable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import TypeVar
+
+from langgraph_durable.core.errors import LeaseHeldError
+from langgraph_durable.core.keys import KeySchema
+from langgraph_durable.core.ops import Plan, Script
+from langgraph_durable.core.records import _text
+
+R = TypeVar("R")
+
+# (key prefix, thread id) -> fencing token, for the leases held in this context.
+_HELD: contextvars.ContextVar[Mapping[tuple[str, str], str]] = contextvars.ContextVar(
+    "langgraph_durable_leases", default=MappingProxyType({})
+)
+
+
+def held_token(prefix: str, thread_id: str) -> str:
+    """The fencing token of the lease this context holds on the thread, or ``""``."""
+    return _HELD.get().get((prefix, thread_id), "")
+
+
+def current_leases() -> Mapping[tuple[str, str], str]:
+    """Every lease this context holds, to carry into code run on another thread."""
+    return _HELD.get()
+
+
+async def in_lease_context(held: Mapping[tuple[str, str], str], coro: Awaitable[R]) -> R:
+    """Await ``coro`` with the caller's leases, for code run on another thread's loop."""
+    _HELD.set(held)
+    return await coro
+
+
+def bind(
+    prefix: str, thread_id: str, token: str
+) -> contextvars.Token[Mapping[tuple[str, str], str]]:
+    """Make this context's writes to the thread carry ``token`` (undo with ``unbind``)."""
+    return _HELD.set({**_HELD.get(), (prefix, thread_id): token})
+
+
+def unbind(binding: contextvars.Token[Mapping[tuple[str, str], str]]) -> None:
+    _HELD.reset(binding)
+
+
+@dataclass
+class Lease:
+    """A held lease. ``lost`` turns true if a renewal found another worker holding it."""
+
+    thread_id: str
+    owner: str
+    ttl: float
+    token: str = ""
+    lost: bool = False
+
+
+def new_owner() -> str:
+    """Readable in LeaseHeldError and the CLI: which machine and process holds the thread."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+class FencingPlans:
+    """The lease plans of ``SaverCore``: one script call each."""
+
+    keys: KeySchema
+    ttl_arg: int
+
+    def _lease_script(self, lease: Lease, op: str, token: str = "") -> Script:
+        args = [op, lease.owner, max(1, round(lease.ttl * 1000)), token, self.ttl_arg]
+        return Script("lease", self.keys.thread(lease.thread_id).for_writes(), args)
+
+    def acquire_lease(self, lease: Lease) -> Plan[str]:
+        """The new fencing token, or LeaseHeldError naming the worker that holds it."""
+        reply = yield self._lease_script(lease, "acquire")
+        if int(reply[0]) == 1:
+            return _text(reply[1])
+        raise LeaseHeldError(
+            thread_id=lease.thread_id,
+            holder=_text(reply[1]),
+            expires_in=max(int(reply[2]), 0) / 1000,
+        )
+
+    def renew_lease(self, lease: Lease) -> Plan[bool]:
+        """True while ``lease.token`` is still the thread's lease; False once taken over."""
+        return bool((yield self._lease_script(lease, "renew", lease.token)))
+
+    def release_lease(self, lease: Lease) -> Plan[bool]:
+        """Give the lease up early; False if it was no longer ours."""
+        return bool((yield self._lease_script(lease, "release", lease.token)))

@@ -1,0 +1,160 @@
+"""``verify``: check every record of a thread without changing anything.
+
+Owns the verify plan (one round trip: both indexes, every record hash, the quarantine's
+size) and what counts as a finding: a record that does not verify or deserialize, an
+index member without its record or a record outside its index, a malformed member, a
+checkpoint whose channel values (or the elements their manifests name) are missing or
+damaged, an element that is not the bytes its digest names. Repair (``repair.py``) acts on
+these findings; reads never call this. Mixed into ``SaverCore``; built on the record codec
+(``codec.py``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph_durable.core import elements
+from langgraph_durable.core.codec import RecordCodec
+from langgraph_durable.core.elements import ValueRecords
+from langgraph_durable.core.errors import RecordDamagedError
+from langgraph_durable.core.heads import head_checkpoint, newest_by_namespace, stale_reason
+from langgraph_durable.core.keys import SEP, ThreadKeys
+from langgraph_durable.core.ops import Batch, Plan
+from langgraph_durable.core.records import (
+    MALFORMED,
+    NOT_INDEXED,
+    _Damage,
+    _label,
+    _wrong_type_as_empty,
+)
+from langgraph_durable.core.reports import Finding, VerifyReport
+
+
+class VerifyPlans(RecordCodec):
+    """The verify plan of ``SaverCore``."""
+
+    def verify(self, thread_id: str) -> Plan[VerifyReport]:
+        """Check every record of a thread without changing anything (one round trip)."""
+        tk = self.keys.thread(str(thread_id))
+        keys = (tk.cps, tk.cp, tk.wix, tk.wr, tk.bl, tk.qt, tk.el, tk.head)
+        replies = yield Batch(
+            [
+                ("ZRANGE", tk.cps, 0, -1),
+                ("HGETALL", tk.cp),
+                ("ZRANGE", tk.wix, 0, -1),
+                ("HGETALL", tk.wr),
+                ("HGETALL", tk.bl),
+                ("HLEN", tk.qt),
+                ("HGETALL", tk.el),
+                ("HGETALL", tk.head),
+            ],
+            errors_as_values=True,
+        )
+        (cp_index, cps, wix, wrs, bls, quarantined, els, heads), wrong = _wrong_type_as_empty(
+            replies, ([], {}, [], {}, {}, 0, {}, {})
+        )
+        report = VerifyReport(tk.thread_id, quarantined=quarantined)
+        report.findings += [Finding("index", keys[i], "", "key of the wrong type") for i in wrong]
+        blobs = ValueRecords({_label(f): r for f, r in bls.items()}, trust_cache=False)
+        blobs.elements.update(els)
+        for digest, stored in sorted(blobs.elements.items()):
+            try:
+                elements.unpack(digest, stored, self.element_keys)
+            except RecordDamagedError as exc:
+                report.findings.append(Finding("element", tk.el, digest.hex(), exc.reason))
+        bad_blobs: dict[str, str] = {}
+        for blob_field in list(blobs):
+            try:
+                self._open_blob(tk.thread_id, blob_field, blobs)
+            except RecordDamagedError as exc:
+                bad_blobs[blob_field] = exc.reason
+                report.findings.append(Finding("channel value", tk.bl, blob_field, exc.reason))
+        indexed = {_label(m) for m in cp_index}
+        records = {_label(m): r for m, r in cps.items()}
+        for member in sorted(indexed | set(records)):
+            try:
+                checkpoint_id = self.keys.parse_checkpoint_member(member)[1]
+            except ValueError:
+                report.findings.append(Finding("index", tk.cps, member, MALFORMED))
+                continue
+            if member not in records:
+                report.findings.append(
+                    Finding("index", tk.cps, member, "missing record", checkpoint_id)
+                )
+                report.damaged_checkpoints.append(checkpoint_id)
+                continue
+            if member not in indexed:
+                report.findings.append(Finding("index", tk.cps, member, NOT_INDEXED, checkpoint_id))
+            entry = self._decode_entry(tk, [member, records[member], []])
+            if isinstance(entry, _Damage):
+                report.findings.append(
+                    Finding("checkpoint", tk.cp, member, entry.reason, checkpoint_id)
+                )
+                report.damaged_checkpoints.append(checkpoint_id)
+                continue
+            problems = [
+                f"{bad_blobs[f]} channel value {f!r}"
+                if f in bad_blobs
+                else f"missing channel value {f!r}"
+                for f in self._blob_fields(entry)
+                if f in bad_blobs or f not in blobs
+            ]
+            for problem in problems:  # the checkpoint's own finding: repair moves it too
+                report.findings.append(
+                    Finding("channel value", tk.bl, member, problem, checkpoint_id)
+                )
+            (report.damaged_checkpoints if problems else report.intact_checkpoints).append(
+                checkpoint_id
+            )
+        writes = {_label(m): r for m, r in wrs.items()}
+        write_index = {_label(m) for m in wix}
+        for write_member in sorted(write_index | set(writes)):
+            try:
+                checkpoint_id = self.keys.parse_write_member(write_member).checkpoint_id
+            except ValueError:
+                report.findings.append(Finding("index", tk.wix, write_member, MALFORMED))
+                continue
+            if write_member in writes and write_member not in write_index:
+                report.findings.append(
+                    Finding("index", tk.wix, write_member, NOT_INDEXED, checkpoint_id)
+                )
+            try:
+                self._open_write(tk.thread_id, write_member, writes.get(write_member), blobs)
+            except RecordDamagedError as exc:
+                report.findings.append(
+                    Finding("write", tk.wr, write_member, exc.reason, checkpoint_id)
+                )
+        if self.envelope.signed:
+            self._verify_heads(tk, records, heads, report)
+        report.records_checked = len(records) + len(writes) + len(blobs) + len(blobs.elements)
+        return report
+
+    def _verify_heads(
+        self, tk: ThreadKeys, records: dict[str, Any], heads: dict[Any, Any], report: VerifyReport
+    ) -> None:
+        """A signed thread's heads (heads.py): each namespace holding a checkpoint that
+        verifies has one that verifies, naming no checkpoint newer than those stored.
+        (Where none verifies, the reader's key may be what is wrong: said already.)"""
+        newest = newest_by_namespace(self.keys, records)
+        intact = set(report.intact_checkpoints)
+        readable = newest_by_namespace(
+            self.keys, [m for m in records if m.rsplit(SEP, 1)[-1] in intact]
+        )
+        for ns, stored in sorted(newest.items()):
+            if ns not in readable:
+                continue
+            field_ = self.keys.head_field(ns)
+            record = heads.get(field_.encode())
+            if record is None:
+                reason = "missing: the signed head of the namespace (resign writes one)"
+                report.findings.append(Finding("head", tk.head, field_, reason))
+                continue
+            try:
+                head_id = head_checkpoint(self.envelope, tk.thread_id, ns, record)
+            except RecordDamagedError as exc:
+                report.findings.append(Finding("head", tk.head, field_, exc.reason))
+                continue
+            if head_id > stored:
+                report.findings.append(
+                    Finding("head", tk.head, field_, stale_reason(head_id), head_id)
+                )

@@ -1,0 +1,247 @@
+"""Running a plan's operations on a redis-py client: written once for both shells.
+
+Owns how each operation of ``ops.py`` becomes client calls. Theory of operation:
+``PlanShell._steps(plan)`` runs the plan and, for every operation, yields the client
+calls it takes as zero-argument callables (and each ``Emit`` as it is). The sync shell
+calls each one; the async shell awaits what it returns (redis-py's asyncio client has
+the same methods, returning coroutines). A call that raised is thrown back in, so
+catching a reply error is written once too. Rules it keeps:
+  * A script goes as EVALSHA (``scripts.py``). Redis answering NOSCRIPT (restarted,
+    SCRIPT FLUSH) loads the scripts and sends the call again, once: safe because every
+    operation a plan yields is idempotent.
+  * A refused script call is typed through ``reply_codes.py``; a batch raises its first
+    error, typed, unless it asked for ``errors_as_values``.
+  * ``WAIT`` has no key: on a cluster it goes to the node that holds the write's key.
+  * A batch is one round trip (``wire.py`` on one server, redis-py's pipeline on a
+    cluster). Its ``ahead`` commands share it, except in a cluster transaction (MULTI is
+    one slot there): then they go first, as their own pipeline.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Generator
+from functools import partial
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from redis.exceptions import NoScriptError, ResponseError
+
+from langgraph_durable.core import reply_codes
+from langgraph_durable.core.errors import ConfigurationError
+from langgraph_durable.core.ops import Batch, Command, Emit, Plan, ScanKeys, Script
+from langgraph_durable.io import compat, connect, hazards, wire
+from langgraph_durable.io.scripts import ScriptSet, server_version
+
+if TYPE_CHECKING:
+    from langgraph_durable.core.saver_core import SaverCore
+
+logger = logging.getLogger("langgraph_durable")
+T = TypeVar("T")
+Call = Callable[[], Any]  # sync shell: returns the reply; async shell: an awaitable of it
+Steps = Generator["Call | Emit[Any]", Any, T]
+
+
+class PlanShell:
+    """What the sync and async savers share to run plans on their client."""
+
+    client: Any
+    cluster: bool
+    _owns_client: bool  # made from a URL: the saver closes it
+    core: SaverCore
+    ttl: int | None
+    _scripts: ScriptSet
+    # wire.round_trip (sync) or wire.around_trip (asyncio): a batch's one round trip
+    _wire: Callable[..., Any] | None = None
+    _wire_call: Callable[..., Any] | None = None  # wire.call or wire.acall: one command
+
+    def _use_client(self, client: Any, *, asyncio: bool, **where: Any) -> None:
+        """Run on ``client``, or on one made as ``where`` says (``compat.open_client``)."""
+        self.client, self._owns_client = compat.open_client(
+            type(self), client, asyncio=asyncio, **where
+        )
+        self.failover.sentinel = bool(connect.sentinel_clients(self.client))
+        if self.core.wait_for_replicas and _single_connection(self.client):
+            raise ConfigurationError(
+                "wait_for_replicas needs a client with a connection pool: a "
+                "single_connection_client sends its batches on another connection than "
+                "WAIT, which counts only the writes of its own connection"
+            )
+        self.cluster = connect.is_cluster(self.client)
+        self._scripts = ScriptSet()  # until setup() knows the server
+
+    def _scan_keys(self, pattern: str) -> Any:
+        """Every key matching ``pattern`` on every node (a list, or a coroutine of one)."""
+        raise NotImplementedError
+
+    def _steps(self, plan: Plan[T]) -> Steps[T]:
+        reply: Any = None
+        while True:
+            try:
+                op = plan.send(reply)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+            if isinstance(op, Emit):
+                yield op
+                reply = None
+            else:
+                reply = yield from self._op_steps(op)
+
+    def _op_steps(self, op: Any) -> Steps[Any]:
+        if isinstance(op, Script):
+            command = self._scripts.command(op.name, op.keys, op.args)
+            for first_try in (True, False):
+                try:
+                    reply = yield self._call(command)
+                except ResponseError as exc:
+                    if first_try and isinstance(exc, NoScriptError):
+                        yield from self._load_scripts()
+                        continue
+                    raise reply_codes.typed(self.core.keys, op, exc) from None
+                return reply
+        if isinstance(op, Command):
+            return (yield self._call(op.args))
+        if isinstance(op, Batch):
+            commands = [
+                self._scripts.command(c.name, c.keys, c.args) if isinstance(c, Script) else c
+                for c in op.commands
+            ]
+            ahead = list(op.ahead)
+            if ahead and self.cluster and op.atomic:
+                _log_errors(ahead, (yield self._pipelined(ahead, False)))
+                ahead = []
+            wait = [("WAIT", *op.wait_replicas)] if op.wait_replicas else []
+            first_try, attempts = True, self.failover.attempts()
+            while True:
+                if self._wired():
+                    results = yield partial(
+                        self._wire,
+                        self.client,
+                        [*ahead, *commands],
+                        op.atomic,
+                        wait,
+                        lost=self.failover.lost,
+                    )
+                else:
+                    results = yield self._pipelined([*ahead, *commands], op.atomic)
+                    if wait:  # its own call: the same connection only where there is one
+                        try:
+                            acked = yield self._wait_call(wait[0], op.commands)
+                        except Exception as exc:  # noqa: BLE001 - a lost WAIT: see below
+                            # WAIT alone on a fresh connection would count none of the
+                            # write's bytes: the whole batch goes again
+                            yield self._sleep(attempts.again(exc))
+                            continue
+                        results = [*results, acked]
+                _log_errors(ahead, results[: len(ahead)])
+                results = results[len(ahead) :]
+                if first_try and any(isinstance(r, NoScriptError) for r in results):
+                    first_try = False
+                    yield from self._load_scripts()
+                    continue
+                if wait and _too_few(results[-1], op.wait_replicas[0]):
+                    # during a failover, the new primary's replicas re-attach: ask again
+                    delay = attempts.should_wait_again()
+                    if delay is not None:
+                        yield self._sleep(delay)
+                        continue
+                error = (
+                    None
+                    if op.errors_as_values
+                    else reply_codes.first_error(self.core.keys, op, results)
+                )
+                if error is not None:
+                    raise error
+                return results
+        if isinstance(op, ScanKeys):
+            return (yield partial(self._scan_keys, op.pattern))
+        raise TypeError(f"unknown operation {op!r}")
+
+    def _wired(self) -> bool:
+        """Whether round trips go through ``wire.py`` (one server, a plain client)."""
+        return self._wire is not None and not self.cluster and wire.usable(self.client)
+
+    def _call(self, command: tuple[Any, ...]) -> Call:
+        """The call that sends one command: ``wire.py`` on one server, else redis-py."""
+        if self._wired():
+            return partial(self._wire_call, self.client, *command, lost=self.failover.lost)
+        return partial(self.client.execute_command, *command)
+
+    def _pipelined(self, commands: list[tuple[Any, ...]], atomic: bool) -> Call:
+        """The call that sends ``commands`` through redis-py's pipeline (a cluster, or a
+        client ``wire.py`` does not drive); a new pipeline each time it is called (a
+        pipeline empties itself when it runs, and a failover sends the call again)."""
+
+        def send() -> Any:
+            pipe = self.client.pipeline(transaction=atomic)
+            for command in commands:
+                pipe.execute_command(*command)
+            return pipe.execute(raise_on_error=False)
+
+        return send
+
+    def _sleep(self, seconds: float) -> Call:
+        """A call that waits ``seconds`` (``time.sleep``; the asyncio shell's awaits)."""
+        raise NotImplementedError
+
+    def _wait_call(self, wait: tuple[Any, ...], commands: list[Any]) -> Call:
+        """WAIT behind a pipelined batch: on a cluster, on the node of its first key.
+        Never sent again on its own (``once``): the batch is."""
+        if self.cluster:
+            node = self.client.get_node_from_key(_first_key(commands))
+            return once(partial(self.client.execute_command, *wait, target_nodes=node))
+        return once(partial(self.client.execute_command, *wait))
+
+    def _load_scripts(self) -> Steps[None]:
+        for source in self._scripts.sources():
+            yield partial(self.client.script_load, source)
+
+    def _setup_steps(self) -> Steps[None]:
+        """Learn the server's version, load the scripts, warn once if Redis may evict."""
+        try:
+            info = yield partial(self.client.info, "server")
+            version = server_version(info)
+        except ResponseError:  # INFO not allowed (ACL): assume Redis 6.2
+            version = None
+        self._scripts = ScriptSet.for_server(version, cluster=self.cluster)
+        yield from self._load_scripts()
+        yield from hazards.eviction_checks(self.client, self.ttl)
+        if self.core.repair_on_read:  # a saver that may write (not the CLI's inspection)
+            yield from self._steps(self.core.index_runs())
+
+
+def _log_errors(commands: list[tuple[Any, ...]], replies: list[Any]) -> None:
+    for command, reply in zip(commands, replies):
+        if isinstance(reply, Exception):
+            logger.warning("langgraph-durable: %s %s failed: %s", command[0], command[1], reply)
+
+
+class once:
+    """A call the driver must not send again on a lost connection (``failover.py``): the
+    plan step that yielded it decides what goes again."""
+
+    failover_retry = False
+
+    def __init__(self, call: Call) -> None:
+        self.call = call
+
+    def __call__(self) -> Any:
+        return self.call()
+
+
+def _single_connection(client: Any) -> bool:
+    return bool(
+        getattr(client, "single_connection_client", False)
+        or getattr(client, "_single_connection_client", False)
+        or getattr(client, "connection", None) is not None
+    )
+
+
+def _too_few(acked: Any, wanted: int) -> bool:
+    """Whether a WAIT reply counts fewer replicas than ``wanted`` (an error reply is
+    raised by the plan as it is)."""
+    return not isinstance(acked, Exception) and int(acked) < wanted
+
+
+def _first_key(commands: list[Any]) -> str:
+    first = commands[0]
+    return first.keys[0] if isinstance(first, Script) else first[1]  # type: ignore[no-any-return]
