@@ -1,7 +1,7 @@
-"""``AsyncRedisSaver``: the asyncio shell. It only drives plans (``base.py`` holds the contract).
+"""``AsyncRedisSaver``: the asyncio saver. It only drives plans (``base.py`` holds the contract).
 
-Owns the four drivers for a ``redis.asyncio`` client: ``adrive`` awaits each call
-``shell.py`` yields; the sync methods run a whole plan on the saver's event loop from
+Owns its client's life and the four ways in for a ``redis.asyncio`` client: ``adrive``
+runs a plan through the driver's asyncio loop (``io/driver.py``); the sync methods run a whole plan on the saver's event loop from
 another thread (carrying the caller's leases), and refuse at once where that could
 never finish (``EventLoopError``).
 """
@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Coroutine, Iterator, Mapping
 from contextlib import asynccontextmanager
-from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import redis.asyncio
@@ -20,9 +19,9 @@ import redis.asyncio.cluster
 from langgraph_durable.base import BaseRedisSaver
 from langgraph_durable.core import fencing
 from langgraph_durable.core.errors import EventLoopError
-from langgraph_durable.core.ops import Emit, Plan
+from langgraph_durable.core.ops import Plan
 from langgraph_durable.io import compat, connect, wire
-from langgraph_durable.io.shell import PlanShell, Steps
+from langgraph_durable.io.driver import Driver, Steps, arun_calls
 
 AsyncClient = redis.asyncio.Redis | redis.asyncio.cluster.RedisCluster
 T = TypeVar("T")
@@ -31,7 +30,7 @@ if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self is Python 3.11+
 
 
-class AsyncRedisSaver(PlanShell, BaseRedisSaver):
+class AsyncRedisSaver(Driver, BaseRedisSaver):
     """The asyncio twin of ``RedisSaver``, on ``redis.asyncio`` clients.
 
     Made as ``RedisSaver`` is (a client or URL first, ``redis_url=``, ``redis_client=``,
@@ -153,44 +152,10 @@ class AsyncRedisSaver(PlanShell, BaseRedisSaver):
     async def _scan_keys(self, pattern: str) -> list[Any]:
         return [key async for key in self.client.scan_iter(match=pattern, count=1000)]
 
-    # -- the drivers ---------------------------------------------------------------------
-    async def _adrive_steps(self, steps: Steps[Any], result: list[Any]) -> AsyncIterator[Any]:
-        """Await each call ``steps`` yields, yield each emitted item; its result is put
-        in ``result`` (an async generator returns nothing)."""
-        reply: Any = None
-        error: Exception | None = None
-        while True:
-            try:
-                step = steps.send(reply) if error is None else steps.throw(error)
-            except StopIteration as stop:
-                result.append(stop.value)
-                return
-            reply, error = None, None
-            if isinstance(step, Emit):
-                yield step.item
-                continue
-            attempts = self.failover.attempts()
-            while True:
-                try:
-                    reply = await step()
-                    self.failover.connected = True
-                    break
-                except Exception as exc:  # noqa: BLE001 - handed to the plan's shell step
-                    try:  # a lost server: the call again, until failover_timeout
-                        if not getattr(step, "failover_retry", True):
-                            raise
-                        delay = attempts.again(exc)
-                    except Exception as final:  # noqa: BLE001 - as above
-                        error = final
-                        break
-                    await asyncio.sleep(delay)
-
-    def _sleep(self, seconds: float) -> Any:
-        return partial(asyncio.sleep, seconds)
-
+    # -- the ways in ---------------------------------------------------------------------
     async def _arun(self, steps: Steps[T]) -> T:
         result: list[Any] = []
-        async for _ in self._adrive_steps(steps, result):
+        async for _ in arun_calls(steps, self.failover, result):
             pass
         return result[0]  # type: ignore[no-any-return]
 
@@ -198,7 +163,7 @@ class AsyncRedisSaver(PlanShell, BaseRedisSaver):
         return await self._arun(self._steps(plan))
 
     def adrive_iter(self, plan: Plan[Any]) -> AsyncIterator[Any]:
-        return self._adrive_steps(self._steps(plan), [])
+        return arun_calls(self._steps(plan), self.failover, [])
 
     def drive(self, plan: Plan[T]) -> T:
         return self._run_sync(self.adrive(plan))

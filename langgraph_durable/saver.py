@@ -1,26 +1,25 @@
-"""``RedisSaver``: the synchronous shell. It only drives plans (``base.py`` holds the contract).
+"""``RedisSaver``: the synchronous saver. It only drives plans (``base.py`` holds the contract).
 
-Owns the four drivers for a ``redis.Redis`` / ``RedisCluster`` client: ``drive`` makes
-each call ``shell.py`` yields; the async methods run a whole plan in a worker thread
-(``asyncio.to_thread``, which carries the caller's leases along).
+Owns its client's life and the four ways in for a ``redis.Redis`` / ``RedisCluster``
+client: ``drive`` runs a plan through the driver's sync loop (``io/driver.py``); the
+async methods run a whole plan in a worker thread (``asyncio.to_thread``, which carries
+the caller's leases along).
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import contextmanager
-from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import redis
 import redis.cluster
 
 from langgraph_durable.base import BaseRedisSaver
-from langgraph_durable.core.ops import Emit, Plan
+from langgraph_durable.core.ops import Plan
 from langgraph_durable.io import compat, connect, wire
-from langgraph_durable.io.shell import PlanShell, Steps
+from langgraph_durable.io.driver import Driver, Steps, run_calls
 
 SyncClient = redis.Redis | redis.cluster.RedisCluster
 T = TypeVar("T")
@@ -29,7 +28,7 @@ if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self is Python 3.11+
 
 
-class RedisSaver(PlanShell, BaseRedisSaver):
+class RedisSaver(Driver, BaseRedisSaver):
     """A LangGraph checkpointer on plain Redis (6.2+, Valkey, Redis Cluster, Sentinel).
 
     Give it a client or a URL: ``RedisSaver(client)``, ``RedisSaver(url)``,
@@ -145,47 +144,15 @@ class RedisSaver(PlanShell, BaseRedisSaver):
     def _scan_keys(self, pattern: str) -> list[Any]:
         return list(self.client.scan_iter(match=pattern, count=1000))
 
-    # -- the drivers ---------------------------------------------------------------------
-    def _drive_steps(self, steps: Steps[T]) -> Iterator[Any]:
-        """Make each call ``steps`` yields, yield each emitted item, return its result."""
-        reply: Any = None
-        error: Exception | None = None
-        while True:
-            try:
-                step = steps.send(reply) if error is None else steps.throw(error)
-            except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
-            reply, error = None, None
-            if isinstance(step, Emit):
-                yield step.item
-                continue
-            attempts = self.failover.attempts()
-            while True:
-                try:
-                    reply = step()
-                    self.failover.connected = True
-                    break
-                except Exception as exc:  # noqa: BLE001 - handed to the plan's shell step
-                    try:  # a lost server: the call again, until failover_timeout
-                        if not getattr(step, "failover_retry", True):
-                            raise
-                        delay = attempts.again(exc)
-                    except Exception as final:  # noqa: BLE001 - as above
-                        error = final
-                        break
-                    time.sleep(delay)
-
+    # -- the ways in ---------------------------------------------------------------------
     def drive_iter(self, plan: Plan[Any]) -> Iterator[Any]:
-        return self._drive_steps(self._steps(plan))
-
-    def _sleep(self, seconds: float) -> Any:
-        return partial(time.sleep, seconds)
+        return run_calls(self._steps(plan), self.failover)
 
     def drive(self, plan: Plan[T]) -> T:
         return self._run(self._steps(plan))
 
     def _run(self, steps: Steps[T]) -> T:
-        items = self._drive_steps(steps)
+        items = run_calls(steps, self.failover)
         while True:
             try:
                 next(items)

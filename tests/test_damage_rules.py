@@ -807,7 +807,7 @@ def ops_of(kind: str) -> list[str]:
     return [*OPS, *(LEASE_OPS if kind in LEASE_KEY_KINDS else ())]
 
 
-_DRIVERS = ("wire.py", "shell.py", "saver.py", "aio.py", "base.py", "failover.py")
+_DRIVERS = ("wire.py", "driver.py", "saver.py", "aio.py", "base.py", "failover.py")
 
 
 def _origin(exc: BaseException) -> str:
@@ -833,7 +833,7 @@ def _place(filename: str, lineno: int | None, name: str) -> str:
 
 
 def _waiting_plan(exc: BaseException) -> str | None:
-    """A shell raises a failed call's error itself (shell.py ``_op_steps``): the plan that
+    """A driver raises a failed call's error itself (driver.py ``_op_steps``): the plan that
     made the call is the generator its ``_steps`` frame was driving, suspended at the
     ``yield`` of that call."""
     tb = exc.__traceback__

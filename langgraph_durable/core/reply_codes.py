@@ -9,7 +9,7 @@ Owns every reading of an error reply. Rules it keeps:
   * Two codes are not errors for the caller but instructions for the code that sent the
     call: ``LGD_REPAIR`` (a write script met a key of the wrong type: send it again with
     the damaged twins to move it to; ``writes.py``) and ``NOSCRIPT`` (Redis lost the
-    scripts: load them and resend; ``io/shell.py`` handles it, redis-py's own exception
+    scripts: load them and resend; ``io/driver.py`` handles it, redis-py's own exception
     type). ``WRONGTYPE`` on a plain read is damage read as empty (``records.py``).
 No I/O; knows the key schema only to name the thread and checkpoint in an error.
 """

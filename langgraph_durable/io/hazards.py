@@ -110,7 +110,7 @@ def report(server: str, reply: Any, ttl: int | None) -> None:
 
 def eviction_checks(client: Any, ttl: int | None) -> Generator[Callable[[], Any], Any, None]:
     """Warn (once) if any primary of ``client`` may evict the saver's keys: the CONFIG GET
-    calls, yielded for the shell to make (``shell.py``) and sent back."""
+    calls, yielded for the driver to make (``driver.py``) and sent back."""
     if not _first_check(client, ttl):
         return
     for server, options in _nodes(client):

@@ -1,11 +1,16 @@
-"""Running a plan's operations on a redis-py client: written once for both shells.
+"""The one driver: runs a plan's operations on a redis-py client, sync or asyncio.
 
-Owns how each operation of ``ops.py`` becomes client calls. Theory of operation:
-``PlanShell._steps(plan)`` runs the plan and, for every operation, yields the client
-calls it takes as zero-argument callables (and each ``Emit`` as it is). The sync shell
-calls each one; the async shell awaits what it returns (redis-py's asyncio client has
-the same methods, returning coroutines). A call that raised is thrown back in, so
-catching a reply error is written once too. Rules it keeps:
+Owns how each operation of ``core/ops.py`` becomes client calls, and the two loops that
+make those calls (``run_calls`` for ``RedisSaver``, ``arun_calls`` for
+``AsyncRedisSaver``): every round trip the saver makes passes through them. Theory of
+operation: ``Driver._steps(plan)`` runs the plan and, for every operation, yields the
+client calls it takes as zero-argument callables (and each ``Emit`` as it is, and a
+``Pause`` to wait before a call goes again). The sync loop calls each one; the async
+loop awaits what it returns (redis-py's asyncio client has the same methods, returning
+coroutines). A call that raised is thrown back in, so catching a reply error is written
+once too. Rules it keeps:
+  * A call that lost its server goes again until ``failover_timeout`` (``failover.py``),
+    unless it is marked ``once``: then the plan step that yielded it decides.
   * A script goes as EVALSHA (``scripts.py``). Redis answering NOSCRIPT (restarted,
     SCRIPT FLUSH) loads the scripts and sends the call again, once: safe because every
     operation a plan yields is idempotent.
@@ -19,8 +24,11 @@ catching a reply error is written once too. Rules it keeps:
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Callable, Generator
+import time
+from collections.abc import AsyncIterator, Callable, Generator
+from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -30,6 +38,7 @@ from langgraph_durable.core import reply_codes
 from langgraph_durable.core.errors import ConfigurationError
 from langgraph_durable.core.ops import Batch, Command, Emit, Plan, ScanKeys, Script
 from langgraph_durable.io import compat, connect, hazards, wire
+from langgraph_durable.io.failover import Failover
 from langgraph_durable.io.scripts import ScriptSet, server_version
 
 if TYPE_CHECKING:
@@ -37,17 +46,25 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("langgraph_durable")
 T = TypeVar("T")
-Call = Callable[[], Any]  # sync shell: returns the reply; async shell: an awaitable of it
-Steps = Generator["Call | Emit[Any]", Any, T]
+Call = Callable[[], Any]  # sync: returns the reply; asyncio: an awaitable of it
+Steps = Generator["Call | Emit[Any] | Pause", Any, T]
 
 
-class PlanShell:
+@dataclass(frozen=True)
+class Pause:
+    """Wait this long before the next call (``time.sleep`` or ``asyncio.sleep``)."""
+
+    seconds: float
+
+
+class Driver:
     """What the sync and async savers share to run plans on their client."""
 
     client: Any
     cluster: bool
     _owns_client: bool  # made from a URL: the saver closes it
     core: SaverCore
+    failover: Failover
     ttl: int | None
     _scripts: ScriptSet
     # wire.round_trip (sync) or wire.around_trip (asyncio): a batch's one round trip
@@ -129,7 +146,7 @@ class PlanShell:
                         except Exception as exc:  # noqa: BLE001 - a lost WAIT: see below
                             # WAIT alone on a fresh connection would count none of the
                             # write's bytes: the whole batch goes again
-                            yield self._sleep(attempts.again(exc))
+                            yield Pause(attempts.again(exc))
                             continue
                         results = [*results, acked]
                 _log_errors(ahead, results[: len(ahead)])
@@ -142,7 +159,7 @@ class PlanShell:
                     # during a failover, the new primary's replicas re-attach: ask again
                     delay = attempts.should_wait_again()
                     if delay is not None:
-                        yield self._sleep(delay)
+                        yield Pause(delay)
                         continue
                 error = (
                     None
@@ -179,10 +196,6 @@ class PlanShell:
 
         return send
 
-    def _sleep(self, seconds: float) -> Call:
-        """A call that waits ``seconds`` (``time.sleep``; the asyncio shell's awaits)."""
-        raise NotImplementedError
-
     def _wait_call(self, wait: tuple[Any, ...], commands: list[Any]) -> Call:
         """WAIT behind a pipelined batch: on a cluster, on the node of its first key.
         Never sent again on its own (``once``): the batch is."""
@@ -207,6 +220,77 @@ class PlanShell:
         yield from hazards.eviction_checks(self.client, self.ttl)
         if self.core.repair_on_read:  # a saver that may write (not the CLI's inspection)
             yield from self._steps(self.core.index_runs())
+
+
+# -- the two loops: every call a plan's steps yield is one round trip ---------------------
+def run_calls(steps: Steps[T], failover: Failover) -> Generator[Any, None, T]:
+    """Make each call ``steps`` yields, yield each emitted item, return its result."""
+    reply: Any = None
+    error: Exception | None = None
+    while True:
+        try:
+            step = steps.send(reply) if error is None else steps.throw(error)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        reply, error = None, None
+        if isinstance(step, Emit):
+            yield step.item
+            continue
+        if isinstance(step, Pause):
+            time.sleep(step.seconds)
+            continue
+        attempts = failover.attempts()
+        while True:
+            try:
+                reply = step()
+                failover.connected = True
+                break
+            except Exception as exc:  # noqa: BLE001 - handed to the plan's driver step
+                try:  # a lost server: the call again, until failover_timeout
+                    if not getattr(step, "failover_retry", True):
+                        raise
+                    delay = attempts.again(exc)
+                except Exception as final:  # noqa: BLE001 - as above
+                    error = final
+                    break
+                time.sleep(delay)
+
+
+async def arun_calls(
+    steps: Steps[Any], failover: Failover, result: list[Any]
+) -> AsyncIterator[Any]:
+    """``run_calls`` awaiting each call; its result is put in ``result`` (an async
+    generator returns nothing)."""
+    reply: Any = None
+    error: Exception | None = None
+    while True:
+        try:
+            step = steps.send(reply) if error is None else steps.throw(error)
+        except StopIteration as stop:
+            result.append(stop.value)
+            return
+        reply, error = None, None
+        if isinstance(step, Emit):
+            yield step.item
+            continue
+        if isinstance(step, Pause):
+            await asyncio.sleep(step.seconds)
+            continue
+        attempts = failover.attempts()
+        while True:
+            try:
+                reply = await step()
+                failover.connected = True
+                break
+            except Exception as exc:  # noqa: BLE001 - handed to the plan's driver step
+                try:  # a lost server: the call again, until failover_timeout
+                    if not getattr(step, "failover_retry", True):
+                        raise
+                    delay = attempts.again(exc)
+                except Exception as final:  # noqa: BLE001 - as above
+                    error = final
+                    break
+                await asyncio.sleep(delay)
 
 
 def _log_errors(commands: list[tuple[Any, ...]], replies: list[Any]) -> None:

@@ -1,0 +1,92 @@
+"""The driver's two loops (``io/driver.py``) over scripted calls, no Redis: what a plan
+step yields is made (sync) or awaited (asyncio) the same way; an emitted item comes out;
+a call that lost its server goes again, one marked ``once`` does not; an error reaches
+the step that yielded the call; a ``Pause`` waits without a call."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from redis.exceptions import ConnectionError as RedisConnectionError
+
+from langgraph_durable.core.ops import Emit
+from langgraph_durable.io.driver import Pause, Steps, arun_calls, once, run_calls
+from langgraph_durable.io.failover import Failover
+
+
+def flaky(replies: list[Any]) -> Callable[[], Any]:
+    """A call answering ``replies`` in turn: an exception in the list is raised."""
+
+    def call() -> Any:
+        reply = replies.pop(0)
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
+
+    return call
+
+
+def as_async(call: Callable[[], Any]) -> Callable[[], Any]:
+    async def awaited() -> Any:
+        return call()
+
+    awaited.failover_retry = getattr(call, "failover_retry", True)  # type: ignore[attr-defined]
+    return awaited
+
+
+def scripted(wrap: Callable[[Callable[[], Any]], Callable[[], Any]]) -> Steps[list[Any]]:
+    """Steps as a plan's driver step makes them: calls, an item, a pause, a failing call."""
+    seen = [(yield wrap(flaky([RedisConnectionError("lost"), "after a failover"])))]
+    yield Emit("an item")
+    yield Pause(0)
+    try:
+        yield wrap(once(flaky([RedisConnectionError("lost once")])))
+    except RedisConnectionError as exc:
+        seen.append(f"thrown back: {exc}")
+    seen.append((yield wrap(flaky(["plain"]))))
+    return seen
+
+
+EXPECTED = ["after a failover", "thrown back: lost once", "plain"]
+
+
+def connected_failover() -> Failover:
+    failover = Failover(timeout=5.0)
+    failover.connected = True  # a round trip got through before: a loss is a failover
+    return failover
+
+
+def test_the_sync_loop() -> None:
+    items = run_calls(scripted(lambda c: c), connected_failover())
+    emitted = []
+    with pytest.raises(StopIteration) as stop:
+        while True:
+            emitted.append(next(items))
+    assert emitted == ["an item"]
+    assert stop.value.value == EXPECTED
+
+
+def test_the_asyncio_loop_does_the_same() -> None:
+    async def run() -> tuple[list[Any], list[Any]]:
+        result: list[Any] = []
+        emitted = [
+            item async for item in arun_calls(scripted(as_async), connected_failover(), result)
+        ]
+        return emitted, result
+
+    emitted, result = asyncio.run(run())
+    assert emitted == ["an item"]
+    assert result == [EXPECTED]
+
+
+def test_a_lost_server_before_any_round_trip_is_no_failover() -> None:
+    """A wrong URL or a server not started: raised at once, not retried for 15 s."""
+
+    def steps() -> Steps[Any]:
+        return (yield flaky([RedisConnectionError("refused"), "never"]))
+
+    with pytest.raises(RedisConnectionError, match="refused"):
+        next(run_calls(steps(), Failover(timeout=5.0)))
