@@ -5,7 +5,7 @@ seals it in the integrity envelope (``envelope.py``) under the record's identity
 thread, field), a value compressed first where it pays (``compression.py``); ``_open``
 verifies before it unpacks; ``load_value`` decompresses and deserializes only verified
 bytes, through the allowlist (``serde.py``); ``_decode_entry`` turns one entry of
-the read script into a ``_Decoded`` checkpoint or a ``_Damage`` (``records.py``). Rules:
+the read script into a ``DecodedCheckpoint`` checkpoint or a ``DamagedCheckpoint`` (``records.py``). Rules:
   * Nothing stored is trusted: every record is verified, then shape-checked, before any
     of it is used; whatever fails is ``RecordDamagedError``, never a crash.
   * A record Redis would refuse as too large is refused here, typed, before it is sent.
@@ -27,16 +27,16 @@ from langgraph_durable.core.envelope import Envelope
 from langgraph_durable.core.errors import RecordDamagedError
 from langgraph_durable.core.keys import SEP, KeySchema, ThreadKeys
 from langgraph_durable.core.records import (
-    _NO_VALUE,
     EMPTY,
     MALFORMED,
     MISSING_RECORD,
+    NO_VALUE,
     Damage,
-    _check_shape,
-    _Damage,
-    _Decoded,
-    _label,
-    _text,
+    DamagedCheckpoint,
+    DecodedCheckpoint,
+    as_text,
+    check_shape,
+    member_label,
 )
 from langgraph_durable.core.serde import accepted_types, load
 
@@ -96,7 +96,7 @@ class RecordCodec:
         large on its own is refused before it is copied into a record."""
         if serialized is not None:
             type_, data = serialized
-        elif value is _NO_VALUE:
+        elif value is NO_VALUE:
             type_, data = EMPTY, b""
         else:
             type_, data = self.serde.dumps_typed(value)
@@ -133,13 +133,13 @@ class RecordCodec:
 
     def _open_blob(self, thread_id: str, blob_field: str, values: Mapping[str, Any]) -> Any:
         """The channel value stored under ``blob_field`` in ``values`` (a
-        ``ValueRecords``, whose manifests' elements it reads), or ``_NO_VALUE``;
+        ``ValueRecords``, whose manifests' elements it reads), or ``NO_VALUE``;
         ``RecordDamagedError`` (``ElementDamagedError`` for an element) if it fails."""
         digests = getattr(values, "manifests", {}).get(blob_field)
         if digests is None:
             type_, data = self._open("bl", thread_id, blob_field, values.get(blob_field))
             if type_ == EMPTY:
-                return _NO_VALUE
+                return NO_VALUE
             if type_ != elements.MARK:
                 return self.load_value(type_, data)
             digests = elements.digests_of(data)
@@ -268,14 +268,16 @@ class RecordCodec:
             keys=self.element_keys,
         )
 
-    def _decode_entry(self, tk: ThreadKeys, entry: list[Any]) -> _Decoded | _Damage:
+    def _decode_entry(
+        self, tk: ThreadKeys, entry: list[Any]
+    ) -> DecodedCheckpoint | DamagedCheckpoint:
         """One entry of ``read_checkpoints.lua`` (member, record, flat writes, indexed?)."""
         try:
-            member = _text(entry[0])
+            member = as_text(entry[0])
             ns, checkpoint_id = self.keys.parse_checkpoint_member(member)
         except ValueError:  # not a member this saver wrote: drop it from the index
-            label = _label(entry[0])
-            return _Damage(
+            label = member_label(entry[0])
+            return DamagedCheckpoint(
                 label,
                 label.split(SEP, 1)[-1],  # its place in the index, as the next cursor
                 tk.cps,
@@ -290,7 +292,7 @@ class RecordCodec:
             )
             checkpoint = self.load_value(ckpt_t, ckpt_b)
             metadata = self.load_value(meta_t, meta_b)
-            _check_shape(checkpoint, metadata, checkpoint_id, parent_id)
+            check_shape(checkpoint, metadata, checkpoint_id, parent_id)
         except (RecordDamagedError, ValueError) as exc:
             reason = getattr(exc, "reason", "undecodable body")
             why = reason
@@ -299,8 +301,8 @@ class RecordCodec:
                 # index, so no later read walks it again. Not indexed: never stored,
                 # deleted, or quarantined before (its entry says why).
                 why = MISSING_RECORD if len(entry) > 3 and entry[3] else reason
-            return _Damage(member, checkpoint_id, tk.cp, reason, [("cp", member, why)])
-        return _Decoded(
+            return DamagedCheckpoint(member, checkpoint_id, tk.cp, reason, [("cp", member, why)])
+        return DecodedCheckpoint(
             member=member,
             checkpoint_ns=ns,
             checkpoint_id=checkpoint_id,
@@ -317,7 +319,7 @@ class RecordCodec:
             for channel, version in versions.items()
         ]
 
-    def _blob_fields(self, decoded: _Decoded) -> list[str]:
+    def _blob_fields(self, decoded: DecodedCheckpoint) -> list[str]:
         """The blob fields of ``decoded``'s channel values, in ``channel_versions`` order
         (worked out once per decoded record: a read asks several times)."""
         if decoded.fields is None:
@@ -326,7 +328,9 @@ class RecordCodec:
             )
         return decoded.fields
 
-    def _values_verify(self, tk: ThreadKeys, d: _Decoded, values: Mapping[str, Any]) -> bool:
+    def _values_verify(
+        self, tk: ThreadKeys, d: DecodedCheckpoint, values: Mapping[str, Any]
+    ) -> bool:
         """Whether every channel value of ``d`` in ``values`` verifies and deserializes."""
         try:
             for blob_field in self._blob_fields(d):

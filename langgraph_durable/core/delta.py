@@ -21,14 +21,14 @@ from langgraph_durable.core.inputs import configurable
 from langgraph_durable.core.ops import Plan
 from langgraph_durable.core.reads import ReadPlans
 from langgraph_durable.core.records import (
-    _NO_VALUE,
     LIST_PAGE,
+    NO_VALUE,
     Damage,
-    _Damage,
-    _Decoded,
-    _label,
-    _task_of,
-    _thread_id,
+    DamagedCheckpoint,
+    DecodedCheckpoint,
+    member_label,
+    task_of,
+    thread_id_of,
 )
 
 
@@ -46,7 +46,7 @@ class DeltaHistoryPlans(ReadPlans):
         if not channels:
             return {}
         conf = configurable(config)
-        thread_id = _thread_id(conf)
+        thread_id = thread_id_of(conf)
         ns = conf.get("checkpoint_ns", "")
         tk = self.keys.thread(thread_id)
         # Only the target's record is needed (its parent); its values were just loaded by
@@ -60,7 +60,7 @@ class DeltaHistoryPlans(ReadPlans):
             else ["range", upper, lower, 1],
         )
         target = self._decode_entry(tk, entries[0]) if entries else None
-        if isinstance(target, _Damage):
+        if isinstance(target, DamagedCheckpoint):
             if Damage.of(target.reason) is not Damage.MISSING:
                 raise CheckpointCorruptedError(
                     thread_id=thread_id,
@@ -81,11 +81,11 @@ class DeltaHistoryPlans(ReadPlans):
             if not entries:
                 break
             page = [self._decode_entry(tk, entry) for entry in entries]
-            on_path: list[_Decoded] = []
+            on_path: list[DecodedCheckpoint] = []
             for d in page:  # newest first: follow parent pointers through the page
                 if d.checkpoint_id != wanted_id:
                     continue
-                if isinstance(d, _Damage):
+                if isinstance(d, DamagedCheckpoint):
                     raise CheckpointCorruptedError(
                         thread_id=thread_id,
                         checkpoint_ns=ns,
@@ -108,8 +108,8 @@ class DeltaHistoryPlans(ReadPlans):
                 if not remaining:
                     break
                 for raw_member, record in reversed(d.writes):
-                    write_member = _label(raw_member)
-                    if _task_of(self.keys, write_member) is None:
+                    write_member = member_label(raw_member)
+                    if task_of(self.keys, write_member) is None:
                         continue  # a malformed index member is no write at all
                     try:
                         channel, value = self._open_write(thread_id, write_member, record, blobs)
@@ -144,7 +144,7 @@ class DeltaHistoryPlans(ReadPlans):
                             key=tk.el if isinstance(exc, ElementDamagedError) else tk.bl,
                             reason=f"{exc.reason} channel value {ch!r}",
                         ) from exc
-                    if value is not _NO_VALUE:
+                    if value is not NO_VALUE:
                         seeds[ch] = value
                         remaining.discard(ch)
             cursor = page[-1].checkpoint_id

@@ -31,10 +31,10 @@ from langgraph_durable.core.ops import Command, Plan
 from langgraph_durable.core.reads import ReadPlans
 from langgraph_durable.core.records import (
     Damage,
-    _Damage,
-    _quarantine_reason,
-    _thread_id,
+    DamagedCheckpoint,
     may_be_configuration,
+    quarantine_reason,
+    thread_id_of,
 )
 from langgraph_durable.core.reports import RecoveryReport, SkippedCheckpoint
 
@@ -49,11 +49,11 @@ class FallbackPlans(ReadPlans):
     def get_tuple(self, config: RunnableConfig) -> Plan[CheckpointTuple | None]:
         conf = configurable(config)
         if self.newest_only:  # a shallow saver: its one checkpoint, whatever id is asked
-            found = yield from self._newest_only(_thread_id(conf), conf.get("checkpoint_ns", ""))
+            found = yield from self._newest_only(thread_id_of(conf), conf.get("checkpoint_ns", ""))
         else:
             found = yield from self._get_tuple(config)
         if found is not None:  # refresh_on_read: the thread lives on while it is looked at
-            yield from self._refresh_ttl(self.keys.thread(_thread_id(conf)))
+            yield from self._refresh_ttl(self.keys.thread(thread_id_of(conf)))
         return found
 
     def _newest_only(self, thread_id: str, ns: str) -> Plan[CheckpointTuple | None]:
@@ -68,7 +68,7 @@ class FallbackPlans(ReadPlans):
 
     def _get_tuple(self, config: RunnableConfig) -> Plan[CheckpointTuple | None]:
         conf = configurable(config)
-        thread_id = _thread_id(conf)
+        thread_id = thread_id_of(conf)
         ns = conf.get("checkpoint_ns", "")
         tk = self.keys.thread(thread_id)
         checkpoint_id = conf.get("checkpoint_id")
@@ -79,7 +79,7 @@ class FallbackPlans(ReadPlans):
             if not results:  # deleted while it was read (retention, delete_thread)
                 return None
             result = results[0]
-            if isinstance(result, _Damage):
+            if isinstance(result, DamagedCheckpoint):
                 if Damage.of(result.reason) is Damage.MISSING and result.key == tk.cp:
                     # Never stored, deleted, or quarantined by an earlier read: only the
                     # last one is damage, and the quarantine remembers why.
@@ -88,7 +88,7 @@ class FallbackPlans(ReadPlans):
                     )
                     if quarantined is None:
                         return None
-                    result.reason = f"quarantined: {_quarantine_reason(quarantined)}"
+                    result.reason = f"quarantined: {quarantine_reason(quarantined)}"
                 raise CheckpointCorruptedError(
                     thread_id=thread_id,
                     checkpoint_ns=ns,
@@ -133,7 +133,7 @@ class FallbackPlans(ReadPlans):
                     self._report(report, level=logging.ERROR)
                 return None
             result = results[0]
-            if isinstance(result, _Damage):
+            if isinstance(result, DamagedCheckpoint):
                 self._log_damage(tk, result, level=logging.WARNING)
                 report.skipped.append(
                     SkippedCheckpoint(result.checkpoint_id, result.key, result.reason)

@@ -25,7 +25,7 @@ from typing import TypeVar
 from langgraph_durable.core.errors import LeaseHeldError
 from langgraph_durable.core.keys import KeySchema
 from langgraph_durable.core.ops import Plan, Script
-from langgraph_durable.core.records import _text
+from langgraph_durable.core.records import as_text
 
 R = TypeVar("R")
 
@@ -92,10 +92,10 @@ class FencingPlans:
         """The new fencing token, or LeaseHeldError naming the worker that holds it."""
         reply = yield self._lease_script(lease, "acquire")
         if int(reply[0]) == 1:
-            return _text(reply[1])
+            return as_text(reply[1])
         raise LeaseHeldError(
             thread_id=lease.thread_id,
-            holder=_text(reply[1]),
+            holder=as_text(reply[1]),
             expires_in=max(int(reply[2]), 0) / 1000,
         )
 

@@ -33,10 +33,10 @@ from langgraph_durable.core.ops import Emit, Plan, Script
 from langgraph_durable.core.records import (
     LIST_PAGE,
     MALFORMED,
-    _Damage,
-    _Decoded,
-    _text,
-    _thread_id,
+    DamagedCheckpoint,
+    DecodedCheckpoint,
+    as_text,
+    thread_id_of,
 )
 
 logger = logging.getLogger("langgraph_durable")
@@ -68,9 +68,9 @@ class ListingPlans(FallbackPlans):
             return
         conf = configurable(config, any_namespace=True)
         # refresh_on_read (one thread's history, not an operator's walk of every thread)
-        yield from self._refresh_ttl(self.keys.thread(_thread_id(conf)))
+        yield from self._refresh_ttl(self.keys.thread(thread_id_of(conf)))
         yield from self._list_thread(
-            _thread_id(conf),
+            thread_id_of(conf),
             conf.get("checkpoint_ns"),
             conf.get("checkpoint_id"),
             filter,
@@ -93,7 +93,7 @@ class ListingPlans(FallbackPlans):
         teach, what the saver remembers (``recent.py``, ``newest.py``)."""
         tk = self.keys.thread(thread_id)
 
-        def wanted(d: _Decoded) -> bool:
+        def wanted(d: DecodedCheckpoint) -> bool:
             return not filter or all(d.metadata.get(k) == v for k, v in filter.items())
 
         def page_size() -> int:
@@ -207,7 +207,7 @@ class ListingPlans(FallbackPlans):
         parsed: list[tuple[str, str, str]] = []
         for raw in members:
             try:
-                member = _text(raw)
+                member = as_text(raw)
                 m_ns, m_id = self.keys.parse_checkpoint_member(member)
             except ValueError:
                 logger.warning("langgraph-durable: skipped a %s %r", MALFORMED, raw)
@@ -216,10 +216,13 @@ class ListingPlans(FallbackPlans):
         return parsed
 
     def _emit(
-        self, tk: ThreadKeys, result: CheckpointTuple | _Damage, remaining: list[int | None]
+        self,
+        tk: ThreadKeys,
+        result: CheckpointTuple | DamagedCheckpoint,
+        remaining: list[int | None],
     ) -> Plan[bool]:
         """Emit one listed checkpoint; True when the limit is reached."""
-        if isinstance(result, _Damage):
+        if isinstance(result, DamagedCheckpoint):
             self._log_damage(tk, result, level=logging.WARNING)
             return False
         yield Emit(result)

@@ -30,7 +30,7 @@ class Newest:
         return frozenset(d for digests in self.manifests.values() for d in digests)
 
 
-class _NewestVersions:
+class NewestVersions:
     """Per (thread, namespace): the channel versions of the newest checkpoint this saver
     wrote or read, and the elements its manifests name. ``get_tuple`` reads those values
     and elements in the same round trip as the checkpoint (a wrong guess costs only a

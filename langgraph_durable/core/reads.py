@@ -6,7 +6,7 @@ in one round trip, together with a guess of the channel values and of the elemen
 manifests name (``newest.py``, ``values.py``); what the guess missed is read in a
 second (values) and a third (elements a process holds no copy of). Rules it keeps:
   * Every record is verified before it is used (``codec.py``); a checkpoint with any
-    damaged part is a ``_Damage``, never a partial tuple. A task whose pending writes are
+    damaged part is a ``DamagedCheckpoint``, never a partial tuple. A task whose pending writes are
     not all intact loses all of them: it runs again as a whole.
   * Damage is moved to the thread's quarantine (``repair_on_read``), best effort: a read
     never fails because Redis refuses writes. Damage that may be this reader's
@@ -35,15 +35,15 @@ from langgraph_durable.core.keys import ThreadKeys
 from langgraph_durable.core.ops import Batch, Plan, ScanKeys, Script
 from langgraph_durable.core.recent import RecentFields
 from langgraph_durable.core.records import (
-    _NO_VALUE,
     MALFORMED,
+    NO_VALUE,
     Damage,
-    _Damage,
-    _Decoded,
-    _label,
-    _task_of,
-    _text,
+    DamagedCheckpoint,
+    DecodedCheckpoint,
+    as_text,
     checkpoint_config,
+    member_label,
+    task_of,
 )
 from langgraph_durable.core.reports import RecoveryReport, SkippedCheckpoint
 from langgraph_durable.core.values import ValuePlans, value_reads
@@ -72,10 +72,10 @@ class ReadPlans(ValuePlans):
     def _complete(
         self,
         tk: ThreadKeys,
-        decoded: _Decoded,
+        decoded: DecodedCheckpoint,
         blobs: Mapping[str, bytes | None],
         report: RecoveryReport | None,
-    ) -> CheckpointTuple | _Damage:
+    ) -> CheckpointTuple | DamagedCheckpoint:
         """Verify the channel values and pending writes of one checkpoint and build its tuple."""
         values: dict[str, Any] = {}
         versions = decoded.checkpoint.get("channel_versions", {})
@@ -90,12 +90,16 @@ class ReadPlans(ValuePlans):
                     # and a writer holding its bytes writes it again (elements.py).
                     missing = Damage.of(exc.reason) is Damage.MISSING
                     quarantine = [] if missing else [("el", exc.digest, exc.reason)]
-                    return _Damage(decoded.member, decoded.checkpoint_id, tk.el, reason, quarantine)
+                    return DamagedCheckpoint(
+                        decoded.member, decoded.checkpoint_id, tk.el, reason, quarantine
+                    )
                 keep = Damage.of(exc.reason) is Damage.MISSING
                 quarantine = [] if keep else [("bl", blob_field, exc.reason)]
                 quarantine.append(("cp", decoded.member, reason))
-                return _Damage(decoded.member, decoded.checkpoint_id, tk.bl, reason, quarantine)
-            if value is not _NO_VALUE:
+                return DamagedCheckpoint(
+                    decoded.member, decoded.checkpoint_id, tk.bl, reason, quarantine
+                )
+            if value is not NO_VALUE:
                 values[channel] = value
         # A task whose writes are not all intact must run again as a whole: keeping its
         # other writes would mark it done and lose what the damaged one carried.
@@ -104,7 +108,7 @@ class ReadPlans(ValuePlans):
         damaged_tasks: dict[str, str] = {}
         for raw_member, record in decoded.writes:
             try:
-                write_member = _text(raw_member)
+                write_member = as_text(raw_member)
                 task_id = self.keys.parse_write_member(write_member).task_id
             except ValueError:  # not a member this saver wrote: drop it from the index
                 decoded.dropped_writes.append(("wr", raw_member, MALFORMED))
@@ -134,7 +138,7 @@ class ReadPlans(ValuePlans):
     def _drop_task_writes(
         self,
         tk: ThreadKeys,
-        decoded: _Decoded,
+        decoded: DecodedCheckpoint,
         task_id: str,
         reason: str,
         damaged: Mapping[str, str],
@@ -150,8 +154,8 @@ class ReadPlans(ValuePlans):
             reason,
         )
         for raw_member, _ in decoded.writes:
-            write_member = _label(raw_member)
-            if _task_of(self.keys, write_member) == task_id:
+            write_member = member_label(raw_member)
+            if task_of(self.keys, write_member) == task_id:
                 why = damaged.get(write_member) or f"sibling of a damaged write: {reason}"
                 decoded.dropped_writes.append(("wr", write_member, why))
         if report is not None:
@@ -163,14 +167,14 @@ class ReadPlans(ValuePlans):
         self,
         tk: ThreadKeys,
         args: list[Any],
-        wanted: Callable[[_Decoded], bool] | None = None,
+        wanted: Callable[[DecodedCheckpoint], bool] | None = None,
         report: RecoveryReport | None = None,
         guess: Sequence[str] = (),
         guess_elements: Sequence[bytes] = (),
         remember: bool = False,
         recall: bool = False,
         head: tuple[str, list[Any]] | None = None,
-    ) -> Plan[tuple[list[CheckpointTuple | _Damage], list[str]]]:
+    ) -> Plan[tuple[list[CheckpointTuple | DamagedCheckpoint], list[str]]]:
         """Read checkpoints: records and writes, then the channel values they name.
 
         The values of ``guess`` (blob fields) and the elements of ``guess_elements``
@@ -187,22 +191,24 @@ class ReadPlans(ValuePlans):
         """
         entries, blobs = yield from self._read_entries(tk, args, guess, guess_elements, head)
         decoded = [self._decode_entry(tk, entry) for entry in entries]
-        selected = [d for d in decoded if isinstance(d, _Damage) or wanted is None or wanted(d)]
+        selected = [
+            d for d in decoded if isinstance(d, DamagedCheckpoint) or wanted is None or wanted(d)
+        ]
         fields = sorted(
-            {f for d in selected if isinstance(d, _Decoded) for f in self._blob_fields(d)}
+            {f for d in selected if isinstance(d, DecodedCheckpoint) for f in self._blob_fields(d)}
             - blobs.keys()
         )
         # The values, then the elements of their manifests and of the pending writes'.
-        complete = [d for d in selected if isinstance(d, _Decoded)]
+        complete = [d for d in selected if isinstance(d, DecodedCheckpoint)]
         yield from self._read_values(tk, fields, complete, into=blobs)
         missing = blobs.lacking(self.element_cache)
         lacking = [
             d
             for d in selected
-            if isinstance(d, _Decoded)
+            if isinstance(d, DecodedCheckpoint)
             and (
                 missing.intersection(self._blob_fields(d))
-                or missing.intersection(_label(m) for m, _ in d.writes)
+                or missing.intersection(member_label(m) for m, _ in d.writes)
             )
         ]
         if lacking:  # damage, or deleted between the two reads? (recheck_values.lua)
@@ -214,16 +220,21 @@ class ReadPlans(ValuePlans):
             )
             vanished = {d.member for d, still in zip(lacking, stored) if not int(still)}
             selected = [
-                d for d in selected if not (isinstance(d, _Decoded) and d.member in vanished)
+                d
+                for d in selected
+                if not (isinstance(d, DecodedCheckpoint) and d.member in vanished)
             ]
             blobs.update((f, v) for f, v in zip(wanted_fields, values) if v)
         results = [
-            d if isinstance(d, _Damage) else self._complete(tk, d, blobs, report) for d in selected
+            d if isinstance(d, DamagedCheckpoint) else self._complete(tk, d, blobs, report)
+            for d in selected
         ]
         if remember or recall:
             self._remember(tk, selected, results, blobs, newest=remember, recall=recall)
-        damaged = [r for r in results if isinstance(r, _Damage)]
-        dropped = [w for d in selected if isinstance(d, _Decoded) for w in d.dropped_writes]
+        damaged = [r for r in results if isinstance(r, DamagedCheckpoint)]
+        dropped = [
+            w for d in selected if isinstance(d, DecodedCheckpoint) for w in d.dropped_writes
+        ]
         if (damaged or dropped) and self.repair_on_read:
             yield from self._quarantine(tk, damaged, dropped)
         return results, [
@@ -233,8 +244,8 @@ class ReadPlans(ValuePlans):
     def _remember(
         self,
         tk: ThreadKeys,
-        selected: Sequence[_Decoded | _Damage],
-        results: Sequence[CheckpointTuple | _Damage],
+        selected: Sequence[DecodedCheckpoint | DamagedCheckpoint],
+        results: Sequence[CheckpointTuple | DamagedCheckpoint],
         blobs: ValueRecords,
         newest: bool,
         recall: bool,
@@ -243,7 +254,7 @@ class ReadPlans(ValuePlans):
         guess of a later ``list`` page or read by id: ``recent.py``); with ``newest``, the
         first as the newest of its namespace (``newest.py``)."""
         for d, result in zip(selected, results):
-            if not isinstance(d, _Decoded) or not isinstance(result, CheckpointTuple):
+            if not isinstance(d, DecodedCheckpoint) or not isinstance(result, CheckpointTuple):
                 continue
             fields = self._blob_fields(d)
             if recall:
@@ -298,7 +309,7 @@ class ReadPlans(ValuePlans):
         lost in a bad restore), so no checkpoint or pending write silently vanishes.
         True when members were put back: the caller reads again. A read that may not
         write (``repair_on_read=False``, a read-only replica or ACL user) logs instead."""
-        kinds = ", ".join(_label(k) for k in unindexed)
+        kinds = ", ".join(member_label(k) for k in unindexed)
         if self.repair_on_read:
             (added,) = yield Batch(
                 [Script("reindex", tk.with_twins(), [self.ttl_arg])], errors_as_values=True
@@ -323,7 +334,7 @@ class ReadPlans(ValuePlans):
     def _quarantine(
         self,
         tk: ThreadKeys,
-        damaged: Iterable[_Damage],
+        damaged: Iterable[DamagedCheckpoint],
         dropped_writes: Iterable[tuple[str, str, str]] = (),
     ) -> Plan[None]:
         args: list[Any] = []
@@ -332,7 +343,9 @@ class ReadPlans(ValuePlans):
             damage = Damage.of(reason)
             if (kind == "cp" and damage is Damage.MISSING) or damage.may_be_configuration:
                 continue  # gone already (its quarantine entry says why) / maybe not damage
-            shown = field_.hex() if isinstance(field_, bytes) and kind == "el" else _label(field_)
+            shown = (
+                field_.hex() if isinstance(field_, bytes) and kind == "el" else member_label(field_)
+            )
             args += [kind, field_, self.keys.quarantine_field(kind, shown), reason]
         if args:
             # Best effort: a read must not fail because Redis refuses writes (out of
@@ -346,7 +359,7 @@ class ReadPlans(ValuePlans):
                     reply,
                 )
 
-    def _log_damage(self, tk: ThreadKeys, damage: _Damage, *, level: int) -> None:
+    def _log_damage(self, tk: ThreadKeys, damage: DamagedCheckpoint, *, level: int) -> None:
         logger.log(
             level,
             "langgraph-durable: skipped damaged checkpoint %s of thread %r: %s (%s)",

@@ -1,6 +1,6 @@
 """Decoded records and the small rules shared by every plan module.
 
-Owns: the result of decoding one checkpoint entry (``_Decoded``, or ``_Damage`` naming
+Owns: the result of decoding one checkpoint entry (``DecodedCheckpoint``, or ``DamagedCheckpoint`` naming
 the key, the reason and what to quarantine), the damage reasons the plans branch on
 (``Damage``, and which of them may be this reader's configuration, never
 quarantined), the shape check a verified
@@ -92,7 +92,7 @@ def may_be_configuration(reason: str) -> bool:
 
 
 @dataclass
-class _Damage:
+class DamagedCheckpoint:
     member: str
     checkpoint_id: str
     key: str
@@ -101,7 +101,7 @@ class _Damage:
 
 
 @dataclass
-class _Decoded:
+class DecodedCheckpoint:
     """A checkpoint record that verified, before its channel values are loaded."""
 
     member: str
@@ -115,23 +115,23 @@ class _Decoded:
     fields: list[str] | None = None  # blob fields of its channel values, in version order
 
 
-def _text(value: str | bytes) -> str:
+def as_text(value: str | bytes) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
-def _label(value: str | bytes) -> str:
+def member_label(value: str | bytes) -> str:
     """Text for logs and reports, even for bytes that are not UTF-8 (damage)."""
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
 
 
-def _task_of(keys: KeySchema, write_member: str) -> str | None:
+def task_of(keys: KeySchema, write_member: str) -> str | None:
     try:
         return keys.parse_write_member(write_member).task_id
     except ValueError:
         return None
 
 
-def _thread_id(conf: Mapping[str, Any]) -> str:
+def thread_id_of(conf: Mapping[str, Any]) -> str:
     return str(conf["thread_id"])
 
 
@@ -145,7 +145,7 @@ def checkpoint_config(thread_id: str, checkpoint_ns: str, checkpoint_id: str) ->
     }
 
 
-def _wrong_type_as_empty(
+def wrong_type_as_empty(
     replies: Sequence[Any], empty: Sequence[Any]
 ) -> tuple[list[Any], list[int]]:
     """Batch replies with each WRONGTYPE error (a damaged key) replaced by the empty value
@@ -161,7 +161,7 @@ def _wrong_type_as_empty(
     return values, wrong
 
 
-def _check_shape(checkpoint: Any, metadata: Any, checkpoint_id: str, parent_id: Any) -> None:
+def check_shape(checkpoint: Any, metadata: Any, checkpoint_id: str, parent_id: Any) -> None:
     """A verified checkpoint record is still only bytes someone wrote: everything a read
     relies on must have the shape LangGraph gives it, or it is damage, not a crash."""
     versions = checkpoint.get("channel_versions") if isinstance(checkpoint, dict) else None
@@ -180,7 +180,7 @@ def _check_shape(checkpoint: Any, metadata: Any, checkpoint_id: str, parent_id: 
         raise RecordDamagedError("malformed checkpoint")
 
 
-def _quarantine_reason(entry: bytes) -> str:
+def quarantine_reason(entry: bytes) -> str:
     try:
         reason = msgpack.unpackb(entry, raw=True)[0]
     except (ValueError, TypeError, IndexError, KeyError, msgpack.UnpackException):
@@ -193,4 +193,4 @@ class _NoValue:
         return "<no value>"
 
 
-_NO_VALUE: Any = _NoValue()
+NO_VALUE: Any = _NoValue()

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from langgraph_durable.core.ops import Batch, Plan, Script
-from langgraph_durable.core.records import NOT_INDEXED, _label, may_be_configuration
+from langgraph_durable.core.records import NOT_INDEXED, may_be_configuration, member_label
 
 if TYPE_CHECKING:
     from langgraph_durable.core.saver_core import SaverCore
@@ -41,7 +41,7 @@ def repair(core: SaverCore, thread_id: str) -> Plan[RepairReport]:
     if not found.findings:
         return result
     write_index, write_fields = yield Batch([("ZRANGE", tk.wix, 0, -1), ("HKEYS", tk.wr)])
-    writes = {_label(m) for m in write_index} | {_label(f) for f in write_fields}
+    writes = {member_label(m) for m in write_index} | {member_label(f) for f in write_fields}
     moves: dict[tuple[str, str], str] = {}  # (kind, field) -> reason
     reindex = False
     for finding in found.findings:

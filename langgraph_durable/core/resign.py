@@ -24,7 +24,7 @@ import msgpack
 
 from langgraph_durable.core import elements
 from langgraph_durable.core.ops import Batch, Plan, Script
-from langgraph_durable.core.records import _label
+from langgraph_durable.core.records import member_label
 from langgraph_durable.core.reports import Finding
 
 if TYPE_CHECKING:
@@ -69,7 +69,7 @@ def resign_thread(core: SaverCore, thread_id: str, *, from_unsigned: bool) -> Pl
             report.skipped.append(Finding("index", key, "", f"unreadable: {records}"))
             continue
         for raw_field, record in records.items():
-            field_ = _label(raw_field)
+            field_ = member_label(raw_field)
             identity = KeySchema.identity(kind, tk.thread_id, field_)
             if core.envelope.is_current(record):
                 # A current manifest may still name digests of an older key (written

@@ -30,7 +30,12 @@ from langgraph_durable.core.keys import SEP, ThreadKeys
 from langgraph_durable.core.ledger_retention import forget_replayed
 from langgraph_durable.core.ops import Batch, Plan, Script
 from langgraph_durable.core.reads import ReadPlans
-from langgraph_durable.core.records import PLAN_RETRIES, _Damage, _Decoded, _label
+from langgraph_durable.core.records import (
+    PLAN_RETRIES,
+    DamagedCheckpoint,
+    DecodedCheckpoint,
+    member_label,
+)
 
 logger = logging.getLogger("langgraph_durable")
 
@@ -41,7 +46,7 @@ class RetentionPlans(ReadPlans):
     def _collect(
         self,
         tk: ThreadKeys,
-        choose: Callable[[dict[str, _Decoded], set[str]], set[str]],
+        choose: Callable[[dict[str, DecodedCheckpoint], set[str]], set[str]],
         *,
         pin_valid: bool = False,
     ) -> Plan[None]:
@@ -73,11 +78,11 @@ class RetentionPlans(ReadPlans):
             cps = {} if isinstance(cps, Exception) else cps
             blob_fields = [] if isinstance(blob_fields, Exception) else blob_fields
             element_digests = [] if isinstance(element_digests, Exception) else element_digests
-            decoded: dict[str, _Decoded] = {}
+            decoded: dict[str, DecodedCheckpoint] = {}
             intact = not wrong
             for raw_member, record in cps.items():
                 entry = self._decode_entry(tk, [raw_member, record, []])
-                if isinstance(entry, _Damage):
+                if isinstance(entry, DamagedCheckpoint):
                     intact = False  # its references are unknown: keep every value
                 else:
                     decoded[entry.member] = entry
@@ -86,7 +91,9 @@ class RetentionPlans(ReadPlans):
             referenced = {
                 f for m, d in decoded.items() if m not in doomed for f in self._blob_fields(d)
             }
-            garbage = [] if not intact else [f for f in blob_fields if _label(f) not in referenced]
+            garbage = (
+                [] if not intact else [f for f in blob_fields if member_label(f) not in referenced]
+            )
             loose = []
             if intact and element_digests:
                 named = yield from self._elements_named(tk, sorted(referenced), doomed)
@@ -122,7 +129,7 @@ class RetentionPlans(ReadPlans):
         if not self.envelope.signed or not doomed:
             return [0]
         top = newest_by_namespace(self.keys, cps)
-        newest = newest_by_namespace(self.keys, [m for m in cps if _label(m) not in doomed])
+        newest = newest_by_namespace(self.keys, [m for m in cps if member_label(m) not in doomed])
         touched = {ns for ns, cid in top.items() if newest.get(ns) != cid}
         updates: list[Any] = []
         for ns in sorted(touched):
@@ -154,7 +161,7 @@ class RetentionPlans(ReadPlans):
                     return None
                 named.update(digests)
         for raw_member, record in writes.items():
-            member = _label(raw_member)
+            member = member_label(raw_member)
             if member.rsplit(SEP, 3)[0] in doomed or not may_be_manifest(record, window=-1):
                 continue  # a write deleted with its checkpoint, or stored whole
             digests = self._write_manifest_of(tk.thread_id, member, record)
@@ -164,7 +171,7 @@ class RetentionPlans(ReadPlans):
         return named
 
     def _forget_ledger(
-        self, tk: ThreadKeys, decoded: dict[str, _Decoded], doomed: set[str]
+        self, tk: ThreadKeys, decoded: dict[str, DecodedCheckpoint], doomed: set[str]
     ) -> Plan[None]:
         """Let the ledger drop the entries of steps no remaining root checkpoint replays
         (a replay runs the steps after the checkpoint it starts from)."""
@@ -176,10 +183,12 @@ class RetentionPlans(ReadPlans):
         if doomed and steps and all(isinstance(s, int) for s in steps):
             yield from forget_replayed(self.keys, tk, self.ttl_arg, min(steps))  # type: ignore[type-var]
 
-    def _newest_valid(self, tk: ThreadKeys, decoded: dict[str, _Decoded]) -> Plan[set[str]]:
+    def _newest_valid(
+        self, tk: ThreadKeys, decoded: dict[str, DecodedCheckpoint]
+    ) -> Plan[set[str]]:
         """Members of the newest checkpoint per namespace whose channel values all verify
         (one HMGET per round; a second round only where the newest was damaged)."""
-        queues: dict[str, list[_Decoded]] = {}
+        queues: dict[str, list[DecodedCheckpoint]] = {}
         for d in sorted(decoded.values(), key=lambda d: d.checkpoint_id, reverse=True):
             queues.setdefault(d.checkpoint_ns, []).append(d)
         pinned: set[str] = set()
@@ -197,11 +206,11 @@ class RetentionPlans(ReadPlans):
         return pinned
 
 
-def _prunable(decoded: dict[str, _Decoded], keep_last: int, pinned: set[str]) -> set[str]:
+def prunable(decoded: dict[str, DecodedCheckpoint], keep_last: int, pinned: set[str]) -> set[str]:
     """Members to delete so each namespace keeps its ``keep_last`` newest checkpoints and
     the ``pinned`` ones, plus the ancestors (and so their writes) their DeltaChannels are
     rebuilt from."""
-    by_ns: dict[str, list[_Decoded]] = {}
+    by_ns: dict[str, list[DecodedCheckpoint]] = {}
     for d in decoded.values():
         by_ns.setdefault(d.checkpoint_ns, []).append(d)
     keep: set[str] = set()

@@ -38,7 +38,7 @@ from langgraph_durable.core.fallback import FallbackPlans
 from langgraph_durable.core.fencing import FencingPlans
 from langgraph_durable.core.keys import KeySchema
 from langgraph_durable.core.listing import ListingPlans
-from langgraph_durable.core.newest import _NewestVersions
+from langgraph_durable.core.newest import NewestVersions
 from langgraph_durable.core.recent import RecentFields
 from langgraph_durable.core.reports import RecoveryReport
 from langgraph_durable.core.runs import RunIndex
@@ -85,7 +85,7 @@ class SaverCore(
         self.envelope = envelope
         self.ttl = ttl
         self.recovery_reports: dict[tuple[str, str], RecoveryReport] = {}
-        self._newest_versions = _NewestVersions()
+        self._newest_versions = NewestVersions()
         self._recent_fields = RecentFields()
         self.element_cache = ElementCache()
         self.element_keys = element_keys(envelope.signing_keys)

@@ -25,8 +25,8 @@ from langgraph_durable.core.heads import KIND, MARK_PREFIX, newest_by_namespace,
 from langgraph_durable.core.keys import KeySchema, ThreadKeys
 from langgraph_durable.core.ledger_rollback import void_runs
 from langgraph_durable.core.ops import Batch, Plan, Script
-from langgraph_durable.core.records import _label, _wrong_type_as_empty
-from langgraph_durable.core.retention import RetentionPlans, _prunable
+from langgraph_durable.core.records import member_label, wrong_type_as_empty
+from langgraph_durable.core.retention import RetentionPlans, prunable
 from langgraph_durable.core.runs import RunIndex
 
 logger = logging.getLogger("langgraph_durable")
@@ -55,7 +55,7 @@ class ThreadPlans(RetentionPlans):
         )
         if isinstance(unlinked, Exception):
             raise unlinked
-        runs = {_label(r) for r in run_ids} if isinstance(run_ids, list) else set()
+        runs = {member_label(r) for r in run_ids} if isinstance(run_ids, list) else set()
         if isinstance(voids, list):  # a damaged key: its entries stay, harmless
             runs |= {r for r in map(self.keys.ledger_void_run, voids) if r is not None}
         if runs:
@@ -88,7 +88,7 @@ class ThreadPlans(RetentionPlans):
             errors_as_values=True,
         )
         *replies, source_ttl, source_heads, cp_index, write_index = replies
-        (cps, wrs, bls, runs, lgs, els), wrong = _wrong_type_as_empty(replies, ({},) * 6)
+        (cps, wrs, bls, runs, lgs, els), wrong = wrong_type_as_empty(replies, ({},) * 6)
         for i in wrong:
             logger.error(
                 "langgraph-durable: copy_thread %r -> %r left out %s, which holds the "
@@ -119,7 +119,7 @@ class ThreadPlans(RetentionPlans):
             ("lg", lgs, copied_lgs),
         ):
             for raw_field, record in sorted(records.items()):
-                field_ = _label(raw_field)  # a non-UTF-8 field cannot verify: left out below
+                field_ = member_label(raw_field)  # a non-UTF-8 field cannot verify: left out below
                 try:
                     body = self.envelope.open(
                         KeySchema.identity(kind, src.thread_id, field_), record
@@ -151,9 +151,9 @@ class ThreadPlans(RetentionPlans):
             copied_els += [raw_digest, stored]
         # The runs that recorded ledger entries (keys.ledger_run_member) go along.
         ledger_runs = {
-            _label(m): _label(r)
+            member_label(m): member_label(r)
             for m, r in runs.items()
-            if _label(m) == self.keys.ledger_run_member(_label(r))
+            if member_label(m) == self.keys.ledger_run_member(member_label(r))
         }
         # The copy expires as the source does: a source waiting on an interrupt() has no
         # expiry until its next checkpoint (see _prelude.lua arm), and neither has its copy.
@@ -187,7 +187,7 @@ class ThreadPlans(RetentionPlans):
             ],
         )
         # The copy's checkpoints keep their run ids: their runs' index learns the copy.
-        copied_runs = {_label(r) for r in copied_cps[2::3] if r} | set(ledger_runs.values())
+        copied_runs = {member_label(r) for r in copied_cps[2::3] if r} | set(ledger_runs.values())
         ahead = tuple(
             command
             for run_id in sorted(copied_runs)
@@ -202,7 +202,7 @@ class ThreadPlans(RetentionPlans):
             return []
         out: list[Any] = []
         for raw_field, record in sorted(heads.items()):
-            field_ = _label(raw_field)
+            field_ = member_label(raw_field)
             if not field_.startswith(MARK_PREFIX):
                 continue
             try:
@@ -234,7 +234,7 @@ class ThreadPlans(RetentionPlans):
                     thread_ids = set((yield from self.all_thread_ids()))
                 continue
             for member in members:
-                indexed.setdefault(_label(member), set()).add(run_id)
+                indexed.setdefault(member_label(member), set()).add(run_id)
         visited = set(thread_ids | indexed.keys())
         trusted = True
         for thread_id in sorted(visited):
@@ -282,9 +282,13 @@ class ThreadPlans(RetentionPlans):
         runs, records = yield Batch(
             [("HGETALL", tk.runs), ("HGETALL", tk.cp)], errors_as_values=True
         )
-        of_run = {_label(m): _label(r) for m, r in runs.items()} if isinstance(runs, dict) else {}
+        of_run = (
+            {member_label(m): member_label(r) for m, r in runs.items()}
+            if isinstance(runs, dict)
+            else {}
+        )
         for raw_member, record in records.items() if isinstance(records, dict) else ():
-            member = _label(raw_member)
+            member = member_label(raw_member)
             try:  # the metadata only: the checkpoint is not needed
                 *_, meta_type, meta_data = self._open("cp", tk.thread_id, member, record)
                 metadata = self.load_value(meta_type, meta_data)
@@ -311,7 +315,7 @@ class ThreadPlans(RetentionPlans):
             if isinstance(run_ids, list) and run_ids:
                 ahead = tuple(
                     command
-                    for run_id in sorted({_label(r) for r in run_ids})
+                    for run_id in sorted({member_label(r) for r in run_ids})
                     for command in self.run_index.ahead(run_id, thread_id, again=True)
                 )
                 yield Batch([], ahead=ahead)
@@ -333,7 +337,7 @@ class ThreadPlans(RetentionPlans):
                 continue
             tk = self.keys.thread(str(thread_id))
             yield from self._collect(
-                tk, lambda decoded, pinned: _prunable(decoded, keep, pinned), pin_valid=True
+                tk, lambda decoded, pinned: prunable(decoded, keep, pinned), pin_valid=True
             )
 
 

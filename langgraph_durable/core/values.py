@@ -19,9 +19,9 @@ from langgraph_durable.core import reply_codes
 from langgraph_durable.core.codec import RecordCodec
 from langgraph_durable.core.elements import ValueRecords
 from langgraph_durable.core.keys import ThreadKeys
-from langgraph_durable.core.newest import _NewestVersions
+from langgraph_durable.core.newest import NewestVersions
 from langgraph_durable.core.ops import Batch, Plan
-from langgraph_durable.core.records import _Decoded, _label
+from langgraph_durable.core.records import DecodedCheckpoint, member_label
 
 logger = logging.getLogger("langgraph_durable")
 
@@ -40,13 +40,13 @@ def value_reads(
 class ValuePlans(RecordCodec):
     """The value reads of ``SaverCore``."""
 
-    _newest_versions: _NewestVersions
+    _newest_versions: NewestVersions
 
     def _read_values(
         self,
         tk: ThreadKeys,
         fields: list[str],
-        decoded: Iterable[_Decoded] = (),
+        decoded: Iterable[DecodedCheckpoint] = (),
         into: ValueRecords | None = None,
         trust_cache: bool = True,
     ) -> Plan[ValueRecords]:
@@ -68,7 +68,7 @@ class ValuePlans(RecordCodec):
         return values
 
     def _with_elements(
-        self, tk: ThreadKeys, values: ValueRecords, decoded: Iterable[_Decoded] = ()
+        self, tk: ThreadKeys, values: ValueRecords, decoded: Iterable[DecodedCheckpoint] = ()
     ) -> Plan[None]:
         """Open the manifests among ``values`` and the pending writes of ``decoded``
         (once) and read the elements they name that were not read yet, in one round trip."""
@@ -79,7 +79,7 @@ class ValuePlans(RecordCodec):
                     values.manifests[blob_field] = digests
         for d in decoded:
             for raw_member, record in d.writes:
-                member = _label(raw_member)
+                member = member_label(raw_member)
                 if member not in values.write_manifests:
                     digests = self._write_manifest_of(tk.thread_id, member, record)
                     if digests:
@@ -117,6 +117,6 @@ class ValuePlans(RecordCodec):
             logger.error(
                 "langgraph-durable: key %s of thread %r has the wrong type (damaged): "
                 "read as empty",
-                _label(key),
+                member_label(key),
                 tk.thread_id,
             )

@@ -23,9 +23,9 @@ from langgraph_durable.core.ops import Batch, Plan
 from langgraph_durable.core.records import (
     MALFORMED,
     NOT_INDEXED,
-    _Damage,
-    _label,
-    _wrong_type_as_empty,
+    DamagedCheckpoint,
+    member_label,
+    wrong_type_as_empty,
 )
 from langgraph_durable.core.reports import Finding, VerifyReport
 
@@ -50,12 +50,12 @@ class VerifyPlans(RecordCodec):
             ],
             errors_as_values=True,
         )
-        (cp_index, cps, wix, wrs, bls, quarantined, els, heads), wrong = _wrong_type_as_empty(
+        (cp_index, cps, wix, wrs, bls, quarantined, els, heads), wrong = wrong_type_as_empty(
             replies, ([], {}, [], {}, {}, 0, {}, {})
         )
         report = VerifyReport(tk.thread_id, quarantined=quarantined)
         report.findings += [Finding("index", keys[i], "", "key of the wrong type") for i in wrong]
-        blobs = ValueRecords({_label(f): r for f, r in bls.items()}, trust_cache=False)
+        blobs = ValueRecords({member_label(f): r for f, r in bls.items()}, trust_cache=False)
         blobs.elements.update(els)
         for digest, stored in sorted(blobs.elements.items()):
             try:
@@ -69,8 +69,8 @@ class VerifyPlans(RecordCodec):
             except RecordDamagedError as exc:
                 bad_blobs[blob_field] = exc.reason
                 report.findings.append(Finding("channel value", tk.bl, blob_field, exc.reason))
-        indexed = {_label(m) for m in cp_index}
-        records = {_label(m): r for m, r in cps.items()}
+        indexed = {member_label(m) for m in cp_index}
+        records = {member_label(m): r for m, r in cps.items()}
         for member in sorted(indexed | set(records)):
             try:
                 checkpoint_id = self.keys.parse_checkpoint_member(member)[1]
@@ -86,7 +86,7 @@ class VerifyPlans(RecordCodec):
             if member not in indexed:
                 report.findings.append(Finding("index", tk.cps, member, NOT_INDEXED, checkpoint_id))
             entry = self._decode_entry(tk, [member, records[member], []])
-            if isinstance(entry, _Damage):
+            if isinstance(entry, DamagedCheckpoint):
                 report.findings.append(
                     Finding("checkpoint", tk.cp, member, entry.reason, checkpoint_id)
                 )
@@ -106,8 +106,8 @@ class VerifyPlans(RecordCodec):
             (report.damaged_checkpoints if problems else report.intact_checkpoints).append(
                 checkpoint_id
             )
-        writes = {_label(m): r for m, r in wrs.items()}
-        write_index = {_label(m) for m in wix}
+        writes = {member_label(m): r for m, r in wrs.items()}
+        write_index = {member_label(m) for m in wix}
         for write_member in sorted(write_index | set(writes)):
             try:
                 checkpoint_id = self.keys.parse_write_member(write_member).checkpoint_id

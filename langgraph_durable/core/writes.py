@@ -44,8 +44,13 @@ from langgraph_durable.core.heads import sealed_head
 from langgraph_durable.core.inputs import configurable
 from langgraph_durable.core.keys import ThreadKeys
 from langgraph_durable.core.ops import Batch, Plan, Script
-from langgraph_durable.core.records import _NO_VALUE, _Decoded, _thread_id, checkpoint_config
-from langgraph_durable.core.retention import RetentionPlans, _prunable
+from langgraph_durable.core.records import (
+    NO_VALUE,
+    DecodedCheckpoint,
+    checkpoint_config,
+    thread_id_of,
+)
+from langgraph_durable.core.retention import RetentionPlans, prunable
 from langgraph_durable.core.runs import RunIndex
 
 logger = logging.getLogger("langgraph_durable")
@@ -65,7 +70,7 @@ class WritePlans(RetentionPlans):
         new_versions: ChannelVersions,
     ) -> Plan[RunnableConfig]:
         conf = configurable(config)
-        thread_id = _thread_id(conf)
+        thread_id = thread_id_of(conf)
         ns = conf.get("checkpoint_ns", "")
         parent_id = conf.get("checkpoint_id")
         inputs.text(checkpoint["id"], "checkpoint['id']")
@@ -98,7 +103,7 @@ class WritePlans(RetentionPlans):
         new_elements: dict[bytes, bytes] = {}
         for channel, version in new_versions.items():
             blob_field = self.keys.blob_field(ns, channel, version)
-            value = values.get(channel, _NO_VALUE)
+            value = values.get(channel, NO_VALUE)
             value_record, split = self._blob_records(thread_id, blob_field, channel, value)
             blobs.append((blob_field, value_record))
             if split is not None:
@@ -229,7 +234,7 @@ class WritePlans(RetentionPlans):
         if keep_last and in_namespace > keep_last + max(4, keep_last // 4):
             # Amortized retention: one collection per keep_last/4 puts, not one per put.
             yield from self._collect(
-                tk, lambda decoded, pinned: _prunable(decoded, keep_last, pinned), pin_valid=True
+                tk, lambda decoded, pinned: prunable(decoded, keep_last, pinned), pin_valid=True
             )
         return checkpoint_config(thread_id, ns, checkpoint["id"])
 
@@ -273,7 +278,7 @@ class WritePlans(RetentionPlans):
 
     def _never_written(self, thread_id: str, blob_field: str) -> bytes:
         """The record of a version no write stored: the "empty" value record."""
-        return self._seal_value("bl", thread_id, blob_field, [], _NO_VALUE, "")
+        return self._seal_value("bl", thread_id, blob_field, [], NO_VALUE, "")
 
     def _stored_versions(
         self, tk: ThreadKeys, ns: str, checkpoint_id: str
@@ -283,7 +288,7 @@ class WritePlans(RetentionPlans):
         member = self.keys.checkpoint_member(ns, checkpoint_id)
         entries, _ = yield from self._read_entries(tk, ["members", member])
         decoded = self._decode_entry(tk, entries[0]) if entries else None
-        if not isinstance(decoded, _Decoded):
+        if not isinstance(decoded, DecodedCheckpoint):
             return None
         return dict(decoded.checkpoint.get("channel_versions") or {})
 
@@ -295,7 +300,7 @@ class WritePlans(RetentionPlans):
         task_path: str = "",
     ) -> Plan[None]:
         conf = configurable(config)
-        thread_id = _thread_id(conf)
+        thread_id = thread_id_of(conf)
         ns = conf.get("checkpoint_ns", "")
         checkpoint_id = conf.get("checkpoint_id")
         if not checkpoint_id:

@@ -32,13 +32,13 @@ from langgraph_durable.ledger.entries import (
     DivergenceAnswer,
     EscalationAnswer,
     LedgerEntry,
-    _escalation_value,
-    _unknown_reason,
+    escalation_value,
+    unknown_reason,
 )
-from langgraph_durable.ledger.sites import _Site
+from langgraph_durable.ledger.sites import Site
 
 
-def recorded_at(entries: Iterable[LedgerEntry], site: _Site) -> LedgerEntry | None:
+def recorded_at(entries: Iterable[LedgerEntry], site: Site) -> LedgerEntry | None:
     """The call recorded at ``site``'s place that is not ``site``'s call: the newest that
     ran (a ``diverged`` entry never did); None if there is none or the call is unordered."""
     if not site.ordered:
@@ -51,7 +51,7 @@ def recorded_at(entries: Iterable[LedgerEntry], site: _Site) -> LedgerEntry | No
     return max(others, key=lambda e: (e.started_at or 0.0, e.field), default=None)
 
 
-def diverged_entry(site: _Site, recorded: LedgerEntry, hint: str | None = None) -> LedgerEntry:
+def diverged_entry(site: Site, recorded: LedgerEntry, hint: str | None = None) -> LedgerEntry:
     """The entry of a new call that differs from ``recorded``: waiting for an answer."""
     return LedgerEntry(
         field=site.field,
@@ -76,7 +76,7 @@ def question(
     same slot always gets the same schema, so LangGraph's stored answer validates on
     every replay."""
     if entry.diverged_from is None or slot != entry.escalations[0]:
-        return _escalation_value(thread_id, entry), EscalationAnswer
+        return escalation_value(thread_id, entry), EscalationAnswer
     recorded = entries.get(entry.diverged_from)
     value = {
         "type": "tool_call_diverged",
@@ -111,14 +111,14 @@ def _recorded_call(recorded: LedgerEntry | None) -> dict[str, Any]:
         result = recorded.result
         shown["result"] = result.content if isinstance(result, ToolMessage) else result
     elif recorded.outcome_unknown:
-        shown.update(outcome="unknown", reason=_unknown_reason(recorded))
+        shown.update(outcome="unknown", reason=unknown_reason(recorded))
     elif recorded.error:
         shown["error"] = recorded.error
     return shown
 
 
 def diverged_error(
-    site: _Site, recorded: LedgerEntry | None, reason: str | None = None
+    site: Site, recorded: LedgerEntry | None, reason: str | None = None
 ) -> ToolCallDivergedError:
     return ToolCallDivergedError(
         thread_id=site.thread_id,
@@ -131,7 +131,7 @@ def diverged_error(
     )
 
 
-def standing_result(recorded: LedgerEntry, site: _Site) -> Any:
+def standing_result(recorded: LedgerEntry, site: Site) -> Any:
     """The recorded call's result, as the new call's: a ToolMessage (also one inside a
     Command's update) answers the new ``tool_call_id``, so the conversation stays valid."""
 
@@ -153,7 +153,7 @@ def standing_result(recorded: LedgerEntry, site: _Site) -> Any:
     return result
 
 
-def skipped_result(site: _Site, result: Any) -> Any:
+def skipped_result(site: Site, result: Any) -> Any:
     """What a human's ``skip`` answer hands back: the ToolMessage the tool would have
     returned (a ToolMessage or Command answer is taken as is)."""
     if isinstance(result, (ToolMessage, Command)):

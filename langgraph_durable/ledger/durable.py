@@ -22,7 +22,7 @@ from langgraph_durable.ledger.entries import LedgerEntry, Policy
 from langgraph_durable.ledger.executions import Lineage
 from langgraph_durable.ledger.policies import check_policy
 from langgraph_durable.ledger.running import CallRunner
-from langgraph_durable.ledger.sites import _Site, _TaskContext, call_site
+from langgraph_durable.ledger.sites import Site, TaskContext, call_site
 from langgraph_durable.ledger.wiring import refuse_task
 
 
@@ -110,7 +110,7 @@ class DurableCalls(CallRunner):
 
     def _node_site(
         self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], policy: Policy
-    ) -> tuple[Any, _TaskContext] | None:
+    ) -> tuple[Any, TaskContext] | None:
         """The task attempt this call belongs to and the ledger (``_bound``) recording
         it, or None for a call that runs unrecorded."""
         if policy == "readonly":
@@ -128,8 +128,8 @@ class DurableCalls(CallRunner):
         return ledger, ctx
 
     def _durable_site(
-        self, ctx: _TaskContext, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> _Site:
+        self, ctx: TaskContext, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Site:
         """Where this durable call is recorded: at its order among the task's."""
         with ctx.lock:
             position = ctx.positions
@@ -143,7 +143,7 @@ class DurableCalls(CallRunner):
             position=position,
         )
 
-    def _answer_inline(self, ctx: _TaskContext, site: _Site, entry: LedgerEntry | None) -> None:
+    def _answer_inline(self, ctx: TaskContext, site: Site, entry: LedgerEntry | None) -> None:
         """A sequential call escalates at its own place in the node, so its
         ``interrupt()`` calls keep their order among the node's other interrupts."""
         if entry is not None:

@@ -271,11 +271,11 @@ def _text(value: Any) -> str | None:
     raise TypeError(f"expected text, got {type(value).__name__}")
 
 
-def _next_slot(entries: Iterable[LedgerEntry]) -> int:
+def next_slot(entries: Iterable[LedgerEntry]) -> int:
     return max((slot for e in entries for slot in e.escalations), default=-1) + 1
 
 
-def _escalation_value(thread_id: str, entry: LedgerEntry) -> dict[str, Any]:
+def escalation_value(thread_id: str, entry: LedgerEntry) -> dict[str, Any]:
     return {
         "type": "tool_outcome_unknown",
         "tool_call_id": entry.tool_call_id,
@@ -287,16 +287,16 @@ def _escalation_value(thread_id: str, entry: LedgerEntry) -> dict[str, Any]:
         "step": entry.step,
         "attempts": entry.attempts,
         "started_at": entry.started_at,
-        "reason": _unknown_reason(entry),
+        "reason": unknown_reason(entry),
         "answers": ["retry", "skip", "fail"],
     }
 
 
-def _unknown_reason(entry: LedgerEntry) -> str:
+def unknown_reason(entry: LedgerEntry) -> str:
     if entry.damage:
         return f"its ledger record is damaged ({entry.damage})"
     return "the process stopped between its intent and its result"
 
 
-def _describe(exc: BaseException) -> str:
+def describe_error(exc: BaseException) -> str:
     return f"{type(exc).__module__}.{type(exc).__qualname__}: {exc}"[:2000]

@@ -61,7 +61,7 @@ from langgraph_durable.core.serde import accepted_types, load
 from langgraph_durable.ledger.entries import MODEL_CALL, MODEL_POSITION, RESULT, LedgerEntry
 from langgraph_durable.ledger.executions import Lineage, ai_messages, request_digest
 from langgraph_durable.ledger.running import CallRunner
-from langgraph_durable.ledger.sites import _Site, _TaskContext, call_site, facts
+from langgraph_durable.ledger.sites import Site, TaskContext, call_site, facts
 from langgraph_durable.ledger.wiring import MODEL_ADVICE, refuse_sync_on_loop
 
 logger = logging.getLogger("langgraph_durable")
@@ -73,13 +73,13 @@ _MESSAGE = "\x00message:"  # answers are also remembered by their AI messages' i
 class ModelCall:
     """One model call at its place: the recorded answer, if there is one to replay."""
 
-    ctx: _TaskContext
+    ctx: TaskContext
     position: int
     messages: int  # how many messages its request holds
     request: str  # its request's digest (executions.py)
     ledger: Any  # what records it: the ledger, or its view on the task's saver (_bound)
     seen: tuple[str, ...]  # ids of the AI messages its request holds
-    site: _Site | None = None  # set once the task's execution is known
+    site: Site | None = None  # set once the task's execution is known
     recorded: LedgerEntry | None = None  # its answer is ``recorded.result``
     previous: LedgerEntry | None = None  # what its place holds that is not replayed
     earlier: list[LedgerEntry] = field(default_factory=list)  # answers it settles
@@ -236,7 +236,7 @@ class ModelJournal(CallRunner):
         """The journaled answers, handed out by this process, whose AI messages these are."""
         return self._answers_of(thread_id, frozenset(_MESSAGE + m for m in message_ids))
 
-    def _raised_here(self, site: _Site, task_id: str, attempt: int) -> bool:
+    def _raised_here(self, site: Site, task_id: str, attempt: int) -> bool:
         """Whether an earlier attempt of this task, in this process, recorded the answer
         at ``site``: LangGraph runs an attempt again only after one raised."""
         with self._contexts_lock:

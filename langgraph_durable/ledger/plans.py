@@ -44,22 +44,22 @@ from langgraph_durable.ledger.entries import (
     Divergence,
     LedgerEntry,
     Policy,
-    _next_slot,
-    _unknown_reason,
+    next_slot,
+    unknown_reason,
 )
 from langgraph_durable.ledger.executions import (
     Lineage,
 )
 from langgraph_durable.ledger.sites import (
-    _FALLBACK_POSITION,
-    _call_at,
-    _canonical_args,
-    _idempotency_key,
-    _Site,
-    _TaskContext,
+    FALLBACK_POSITION,
+    Site,
+    TaskContext,
+    call_at,
     call_site,
+    canonical_args,
     facts,
     ordered_positions,
+    site_idempotency_key,
 )
 from langgraph_durable.ledger.store import LedgerStore
 
@@ -67,7 +67,7 @@ logger = logging.getLogger("langgraph_durable")
 
 
 @dataclass
-class _Decision:
+class CallDecision:
     replay: bool
     value: Any = None
     key: str = ""
@@ -90,7 +90,7 @@ class LedgerPlans(LedgerStore):
         return self.policies.get(entry.name) or hint or self.default_policy
 
     def _prepare_parallel(
-        self, ctx: _TaskContext, message_calls: list[dict[str, Any]], lineage: Lineage
+        self, ctx: TaskContext, message_calls: list[dict[str, Any]], lineage: Lineage
     ) -> Plan[list[tuple[int, LedgerEntry]]]:
         """Load a tool task's entries and number every question to ask a human: unknown
         outcomes whose policy escalates, and calls that diverged from the recorded ones.
@@ -135,14 +135,14 @@ class LedgerPlans(LedgerStore):
         ]
         fresh = sorted([*unknown, *diverged], key=lambda e: (e.position, e.field))
         if fresh:
-            first = _next_slot(entries.values())
+            first = next_slot(entries.values())
             fresh = [
                 self._as_intent(
                     e,
                     thread_id,
                     escalation=first + i,
                     escalations=(*e.escalations, first + i),
-                    call=_call_at(message_calls, e),
+                    call=call_at(message_calls, e),
                     **facts(ctx, e),
                 )
                 for i, e in enumerate(fresh)
@@ -153,7 +153,7 @@ class LedgerPlans(LedgerStore):
         return sorted(slots.items())
 
     def _escalate_inline(
-        self, ctx: _TaskContext, site: _Site, policy: Policy
+        self, ctx: TaskContext, site: Site, policy: Policy
     ) -> Plan[LedgerEntry | None]:
         """The entry of a sequential call, numbered and persisted if it must escalate now
         (its outcome is unknown, or it diverged); ``None`` if it never escalated."""
@@ -168,7 +168,7 @@ class LedgerPlans(LedgerStore):
             and policy == "escalate"
         ):
             asked = entry if recorded is None else diverged_entry(site, recorded)
-            slot = _next_slot(ctx.entries.values())
+            slot = next_slot(ctx.entries.values())
             numbered = self._as_intent(
                 asked,
                 site.thread_id,
@@ -194,16 +194,16 @@ class LedgerPlans(LedgerStore):
             return replace(
                 entry,
                 state=INTENT,
-                idempotency_key=_idempotency_key(thread_id, entry.field),
+                idempotency_key=site_idempotency_key(thread_id, entry.field),
                 tool_call_id=call.get("id") if call else None,
-                args=_canonical_args(call.get("args", {}))[0] if call else None,
+                args=canonical_args(call.get("args", {}))[0] if call else None,
                 **changes,
             )
         return replace(entry, **changes)
 
     def _begin(
-        self, ctx: _TaskContext, site: _Site, policy: Policy, hint: str | None = None
-    ) -> Plan[_Decision]:
+        self, ctx: TaskContext, site: Site, policy: Policy, hint: str | None = None
+    ) -> Plan[CallDecision]:
         """Decide what a call does on this attempt; record its intent if it runs.
         ``hint``: the policy its tool's metadata gives, kept with the intent."""
         if ctx.failure is not None:
@@ -226,9 +226,9 @@ class LedgerPlans(LedgerStore):
             key = entry.idempotency_key or key
             attempts = entry.attempts
             if entry.state == RESULT:
-                return _Decision(replay=True, value=entry.result, key=key, entry=entry)
+                return CallDecision(replay=True, value=entry.result, key=key, entry=entry)
             if entry.outcome_unknown:
-                reason = _unknown_reason(entry)
+                reason = unknown_reason(entry)
                 answer = ctx.answers.get(site.field)
                 if answer is None:
                     # A record written back over a newer one (heads.py) may hide a call
@@ -264,14 +264,14 @@ class LedgerPlans(LedgerStore):
             site.thread_id, [intent], replacing=[entry] if entry else [], settle=settled
         )
         self._settled(site.thread_id, settled)
-        return _Decision(replay=False, key=key, entry=intent)
+        return CallDecision(replay=False, key=key, entry=intent)
 
     def _settled(self, thread_id: str, entries: list[LedgerEntry]) -> None:
         """Hook: ``entries`` (model answers) were just recorded as settled."""
 
     def _settle_divergence(
-        self, ctx: _TaskContext, site: _Site, entry: LedgerEntry
-    ) -> Plan[_Decision | None]:
+        self, ctx: TaskContext, site: Site, entry: LedgerEntry
+    ) -> Plan[CallDecision | None]:
         """Apply a human's answer to a diverged call: ``skip`` records the standing
         result as the new call's, ``fail`` raises; None runs it (``retry``)."""
         recorded = ctx.entries.get(entry.diverged_from or "")
@@ -291,8 +291,8 @@ class LedgerPlans(LedgerStore):
         return (yield from self._skip(ctx, site, entry, value))
 
     def _skip(
-        self, ctx: _TaskContext, site: _Site, entry: LedgerEntry, value: Any
-    ) -> Plan[_Decision]:
+        self, ctx: TaskContext, site: Site, entry: LedgerEntry, value: Any
+    ) -> Plan[CallDecision]:
         """Record ``value`` as the call's result without running it (a human's skip)."""
         done = replace(
             self._as_intent(entry, site.thread_id, **facts(ctx, entry)),
@@ -302,9 +302,11 @@ class LedgerPlans(LedgerStore):
             finished_at=time.time(),
         )
         yield from self._write(site.thread_id, [done], replacing=[entry])
-        return _Decision(replay=True, value=value, key=done.idempotency_key or site.key, entry=done)
+        return CallDecision(
+            replay=True, value=value, key=done.idempotency_key or site.key, entry=done
+        )
 
-    def _finish(self, site: _Site, decision: _Decision, state: str, **fields: Any) -> Plan[None]:
+    def _finish(self, site: Site, decision: CallDecision, state: str, **fields: Any) -> Plan[None]:
         entry = replace(
             cast(LedgerEntry, decision.entry),
             state=state,
@@ -314,7 +316,7 @@ class LedgerPlans(LedgerStore):
         )
         yield from self._write(site.thread_id, [entry])
 
-    def _unknown(self, site: _Site, key: str, reason: str) -> ToolOutcomeUnknownError:
+    def _unknown(self, site: Site, key: str, reason: str) -> ToolOutcomeUnknownError:
         return ToolOutcomeUnknownError(
             thread_id=site.thread_id,
             tool_call_id=site.tool_call_id,
@@ -326,7 +328,7 @@ class LedgerPlans(LedgerStore):
 
 def _replaced(entry: LedgerEntry, message_calls: list[dict[str, Any]]) -> bool:
     """Whether the AI message now holds another call at ``entry``'s place."""
-    return entry.position < _FALLBACK_POSITION and _call_at(message_calls, entry) is None
+    return entry.position < FALLBACK_POSITION and call_at(message_calls, entry) is None
 
 
 def _fresh(exc: BaseException) -> BaseException:

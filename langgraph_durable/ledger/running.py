@@ -25,9 +25,9 @@ from pydantic import ValidationError
 from langgraph_durable.core.errors import ConfigurationError
 from langgraph_durable.core.keys import KeySchema
 from langgraph_durable.ledger.divergence import question
-from langgraph_durable.ledger.entries import ERROR, INTERRUPTED, RESULT, LedgerEntry, _describe
-from langgraph_durable.ledger.plans import LedgerPlans, _Decision
-from langgraph_durable.ledger.sites import _current_key, _Site, _TaskContext, task_place
+from langgraph_durable.ledger.entries import ERROR, INTERRUPTED, RESULT, LedgerEntry, describe_error
+from langgraph_durable.ledger.plans import CallDecision, LedgerPlans
+from langgraph_durable.ledger.sites import Site, TaskContext, current_key, task_place
 from langgraph_durable.ledger.wiring import check_recordable, durable_saver, run_saver
 
 logger = logging.getLogger("langgraph_durable")
@@ -48,7 +48,7 @@ class CallRunner(LedgerPlans):
                 f"{type(saver).__name__}"
             )
         self._saver = durable_saver(saver)
-        self._contexts: OrderedDict[int, _TaskContext] = OrderedDict()
+        self._contexts: OrderedDict[int, TaskContext] = OrderedDict()
         self._contexts_lock = threading.Lock()
         # What this process knows of the model answers it handed out (journal.py):
         # (thread, tool-call id) -> answer; (thread, field) -> (task id, node attempt).
@@ -81,7 +81,7 @@ class CallRunner(LedgerPlans):
         view._saver = run_saver(config)
         return view
 
-    def _ask(self, ctx: _TaskContext, escalations: list[tuple[int, LedgerEntry]]) -> None:
+    def _ask(self, ctx: TaskContext, escalations: list[tuple[int, LedgerEntry]]) -> None:
         """Raise every escalation's ``interrupt()`` in its number's order; keep the answers
         that apply to current attempts, or the interrupt (or invalid answer) that stops
         the task, for every call."""
@@ -102,7 +102,7 @@ class CallRunner(LedgerPlans):
             if slot == entry.escalation:
                 ctx.answers[entry.field] = answer
 
-    def _context(self, config: RunnableConfig, keys: KeySchema) -> _TaskContext | None:
+    def _context(self, config: RunnableConfig, keys: KeySchema) -> TaskContext | None:
         """The context of the task attempt whose config this is; None outside a
         checkpointed graph task (its calls run unrecorded)."""
         scratchpad = config.get("configurable", {}).get(_SCRATCHPAD)
@@ -114,7 +114,7 @@ class CallRunner(LedgerPlans):
                 place = task_place(keys, config)
                 if place is None:
                     return None
-                ctx = _TaskContext(scratchpad, place)
+                ctx = TaskContext(scratchpad, place)
                 self._contexts[id(scratchpad)] = ctx
                 while len(self._contexts) > _CONTEXTS_KEPT:
                     self._contexts.popitem(last=False)
@@ -128,34 +128,34 @@ class CallRunner(LedgerPlans):
                 "task (no thread_id); it is not recorded"
             )
 
-    def _run_sync(self, site: _Site, decision: _Decision, call: Callable[[], R]) -> R:
-        token = _current_key.set(decision.key)
+    def _run_sync(self, site: Site, decision: CallDecision, call: Callable[[], R]) -> R:
+        token = current_key.set(decision.key)
         try:
             result = check_recordable(call())
         except GraphBubbleUp:  # the tool itself interrupted: LangGraph reruns it on resume
             self.saver.drive(self._finish(site, decision, INTERRUPTED))
             raise
         except Exception as exc:
-            self.saver.drive(self._finish(site, decision, ERROR, error=_describe(exc)))
+            self.saver.drive(self._finish(site, decision, ERROR, error=describe_error(exc)))
             raise
         finally:
-            _current_key.reset(token)
+            current_key.reset(token)
         self.saver.drive(self._finish(site, decision, RESULT, result=result))
         return result
 
     async def _run_async(
-        self, site: _Site, decision: _Decision, call: Callable[[], Awaitable[R]]
+        self, site: Site, decision: CallDecision, call: Callable[[], Awaitable[R]]
     ) -> R:
-        token = _current_key.set(decision.key)
+        token = current_key.set(decision.key)
         try:
             result = check_recordable(await call())
         except GraphBubbleUp:
             await self.saver.adrive(self._finish(site, decision, INTERRUPTED))
             raise
         except Exception as exc:
-            await self.saver.adrive(self._finish(site, decision, ERROR, error=_describe(exc)))
+            await self.saver.adrive(self._finish(site, decision, ERROR, error=describe_error(exc)))
             raise
         finally:
-            _current_key.reset(token)
+            current_key.reset(token)
         await self.saver.adrive(self._finish(site, decision, RESULT, result=result))
         return result

@@ -33,9 +33,9 @@ from langgraph_durable.ledger.entries import DivergenceAnswer, EscalationAnswer,
 from langgraph_durable.ledger.executions import Now, now_of
 
 _NS_SEP, _NS_END = "|", ":"
-_FALLBACK_POSITION = 1_000_000  # positions of calls not found in an AI message start here
+FALLBACK_POSITION = 1_000_000  # positions of calls not found in an AI message start here
 
-_current_key: ContextVar[str | None] = ContextVar("langgraph_durable_idempotency_key", default=None)
+current_key: ContextVar[str | None] = ContextVar("langgraph_durable_idempotency_key", default=None)
 
 
 def idempotency_key() -> str | None:
@@ -44,7 +44,7 @@ def idempotency_key() -> str | None:
     The same for a call across crashes, replays and retries; different for every new
     call. Hand it to external APIs that deduplicate (payments, e-mail, tickets).
     """
-    return _current_key.get()
+    return current_key.get()
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ class _Place:
 
 
 @dataclass(frozen=True)
-class _Site:
+class Site:
     """Where one call is recorded, and what it is."""
 
     thread_id: str
@@ -83,7 +83,7 @@ class _Site:
         return self.where.position
 
 
-class _TaskContext:
+class TaskContext:
     """What the calls of one task attempt share: one read of the task's entries (those of
     the execution it belongs to), the answers to its escalations, and its calls' order."""
 
@@ -133,39 +133,39 @@ def task_place(keys: KeySchema, config: RunnableConfig) -> _Place | None:
 
 def call_site(
     keys: KeySchema,
-    ctx: _TaskContext,
+    ctx: TaskContext,
     name: str,
     args: Any,
     *,
     tool_call_id: str | None,
     position: int | None,
-) -> _Site:
+) -> Site:
     """Where this call of the task attempt ``ctx`` is recorded (its execution decided)."""
     place = ctx.place
-    args, args_hash = _canonical_args(args)
+    args, args_hash = canonical_args(args)
     ordered = position is not None
     if position is None:
         with ctx.lock:
             claim = (str(tool_call_id), name, args_hash)
-            position = _FALLBACK_POSITION + ctx.claimed.get(claim, 0)
+            position = FALLBACK_POSITION + ctx.claimed.get(claim, 0)
             ctx.claimed[claim] = ctx.claimed.get(claim, 0) + 1
     field = keys.ledger_field(place.prefix, ctx.execution, position, name, args_hash)
     where = LedgerField(
         place.checkpoint_ns, place.step, place.task, position, name, args_hash, ctx.execution
     )
-    return _Site(
+    return Site(
         thread_id=place.thread_id,
         where=where,
         task_prefix=place.prefix,
         field=field,
         ordered=ordered,
         args=args,
-        key=_idempotency_key(place.thread_id, field),
+        key=site_idempotency_key(place.thread_id, field),
         tool_call_id=tool_call_id,
     )
 
 
-def facts(ctx: _TaskContext, entry: LedgerEntry | None = None) -> dict[str, Any]:
+def facts(ctx: TaskContext, entry: LedgerEntry | None = None) -> dict[str, Any]:
     """The execution facts an entry written by the task attempt ``ctx`` records: its task
     and starting checkpoint (the newest attempt's, so a human's answer sent from the
     checkpoint it stopped at finds its execution) and its run (the first run's)."""
@@ -176,7 +176,7 @@ def facts(ctx: _TaskContext, entry: LedgerEntry | None = None) -> dict[str, Any]
 
 def ordered_positions(calls: list[dict[str, Any]]) -> list[int]:
     """The indices of an AI message's calls that are recorded at their index: those no
-    other call of the message duplicates (as ``_position_in_message`` decides)."""
+    other call of the message duplicates (as ``position_in_message`` decides)."""
     same = [(c.get("id"), c.get("name"), c.get("args")) for c in calls]
     return [i for i, c in enumerate(same) if same.count(c) == 1]
 
@@ -191,13 +191,13 @@ def _canonical(value: Any) -> Any:
     return repr(value)
 
 
-def _canonical_args(args: Any) -> tuple[Any, str]:
+def canonical_args(args: Any) -> tuple[Any, str]:
     """Arguments as plain JSON data (what the ledger stores) and their hash."""
     text = json.dumps(args, sort_keys=True, separators=(",", ":"), default=_canonical)
     return json.loads(text), hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def _idempotency_key(thread_id: str, field: str) -> str:
+def site_idempotency_key(thread_id: str, field: str) -> str:
     digest = hashlib.sha256(thread_id.encode() + b"\x00" + field.encode()).hexdigest()
     return f"lgd-{digest[:32]}"
 
@@ -219,7 +219,7 @@ def _messages_of(state: Any) -> list[Any]:
     return messages if isinstance(messages, list) else []
 
 
-def _position_in_message(
+def position_in_message(
     state: Any, call: Mapping[str, Any]
 ) -> tuple[int | None, list[dict[str, Any]]]:
     """The call's index in the newest AI message that holds it (if exactly one of its
@@ -241,13 +241,13 @@ def _position_in_message(
     return None, []
 
 
-def _call_at(calls: list[dict[str, Any]], entry: LedgerEntry) -> dict[str, Any] | None:
+def call_at(calls: list[dict[str, Any]], entry: LedgerEntry) -> dict[str, Any] | None:
     """The AI message's call recorded in ``entry``'s field, if it is that call."""
     if entry.position < len(calls):
         call = calls[entry.position]
         if (
             call.get("name") == entry.name
-            and _canonical_args(call.get("args", {}))[1] == entry.args_hash
+            and canonical_args(call.get("args", {}))[1] == entry.args_hash
         ):
             return call
     return None

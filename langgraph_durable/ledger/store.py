@@ -39,7 +39,7 @@ from langgraph_durable.ledger.executions import (
     executions,
     new_name,
 )
-from langgraph_durable.ledger.sites import _TaskContext
+from langgraph_durable.ledger.sites import TaskContext
 
 logger = logging.getLogger("langgraph_durable")
 
@@ -180,7 +180,7 @@ class LedgerStore:
         core.replicated(tk, acked)
         return written
 
-    def _load(self, ctx: _TaskContext, lineage: Lineage) -> Plan[None]:
+    def _load(self, ctx: TaskContext, lineage: Lineage) -> Plan[None]:
         """Read the task's entries (one round trip), decide which execution the task
         attempt belongs to (executions.py) and keep that execution's entries."""
         place = ctx.place

@@ -44,7 +44,7 @@ from langgraph_durable.ledger.executions import Lineage
 from langgraph_durable.ledger.journal import ModelJournal
 from langgraph_durable.ledger.operators import Escalation, OperatorPlans
 from langgraph_durable.ledger.policies import check_divergence, check_policies, hinted_policy
-from langgraph_durable.ledger.sites import _position_in_message, _Site, _TaskContext, call_site
+from langgraph_durable.ledger.sites import Site, TaskContext, call_site, position_in_message
 from langgraph_durable.ledger.wiring import refuse_sync_on_loop
 
 
@@ -53,7 +53,7 @@ class _ToolCall:
     """One ToolNode call: its task attempt, where it sits in its AI message, its policy."""
 
     ledger: ToolLedger  # the ledger recording it (``_bound``)
-    ctx: _TaskContext
+    ctx: TaskContext
     call: dict[str, Any]
     position: int | None
     message_calls: list[dict[str, Any]]
@@ -152,13 +152,13 @@ class ToolLedger(DurableCalls, ModelJournal, OperatorPlans):
         ctx = self._context(config, ledger._keys)
         if ctx is None:
             return self._outside()
-        position, message_calls = _position_in_message(request.state, call)
+        position, message_calls = position_in_message(request.state, call)
         call_ids = frozenset(str(c["id"]) for c in message_calls if c.get("id"))
         answers = self._answers_of(ctx.place.thread_id, call_ids)
         lineage = Lineage(call_ids=call_ids, journaled=bool(answers))
         return _ToolCall(ledger, ctx, call, position, message_calls, policy, lineage, answers)
 
-    def _tool_site(self, found: _ToolCall) -> _Site:
+    def _tool_site(self, found: _ToolCall) -> Site:
         """Where the call is recorded, once its task's execution is known."""
         return call_site(
             found.ledger._keys,

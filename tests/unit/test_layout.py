@@ -17,7 +17,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "langgraph_durable"
 TIERS = {"core": 1, "io": 2, "ledger": 3, "tools": 4, "": 5, "cli": 6}
 MAX_ROOT_MODULES = 15
 MAX_LINES = 450
-PRIVATE_IMPORTS_CEILING = 72  # measured when the tiers became folders; only goes down
+PRIVATE_IMPORTS_CEILING = 3  # the command line's, left; only goes down
 
 
 def _module(path: Path) -> str:
