@@ -20,8 +20,10 @@ from typing import Any
 
 from langgraph_durable.ledger.entries import LedgerEntry, Policy
 from langgraph_durable.ledger.executions import Lineage
+from langgraph_durable.ledger.plans import CallDecision
 from langgraph_durable.ledger.policies import check_policy
 from langgraph_durable.ledger.running import CallRunner
+from langgraph_durable.ledger.sequences import CallSequence, LoadOnce, arun, run
 from langgraph_durable.ledger.sites import Site, TaskContext, call_site
 from langgraph_durable.ledger.wiring import refuse_task
 
@@ -66,17 +68,9 @@ class DurableCalls(CallRunner):
                     if found is None:
                         return await func(*args, **kwargs)
                     ledger, ctx = found
-                    async with ctx.alock:
-                        if not ctx.loaded:
-                            await ledger.saver.adrive(ledger._load(ctx, Lineage()))
-                            ctx.loaded = True
-                    site = ledger._durable_site(ctx, call_name, args, kwargs)
-                    escalated = await ledger.saver.adrive(
-                        ledger._escalate_inline(ctx, site, effective_policy())
-                    )
-                    ledger._answer_inline(ctx, site, escalated)
-                    decision = await ledger.saver.adrive(
-                        ledger._begin(ctx, site, effective_policy())
+                    site, decision = await arun(
+                        ledger.saver,
+                        ledger._durable_sequence(ctx, call_name, args, kwargs, effective_policy()),
                     )
                     if decision.replay:
                         return decision.value
@@ -90,16 +84,10 @@ class DurableCalls(CallRunner):
                 if found is None:
                     return func(*args, **kwargs)
                 ledger, ctx = found
-                with ctx.lock:
-                    if not ctx.loaded:
-                        ledger.saver.drive(ledger._load(ctx, Lineage()))
-                        ctx.loaded = True
-                site = ledger._durable_site(ctx, call_name, args, kwargs)
-                escalated = ledger.saver.drive(
-                    ledger._escalate_inline(ctx, site, effective_policy())
+                site, decision = run(
+                    ledger.saver,
+                    ledger._durable_sequence(ctx, call_name, args, kwargs, effective_policy()),
                 )
-                ledger._answer_inline(ctx, site, escalated)
-                decision = ledger.saver.drive(ledger._begin(ctx, site, effective_policy()))
                 if decision.replay:
                     return decision.value
                 return ledger._run_sync(site, decision, lambda: func(*args, **kwargs))
@@ -126,6 +114,23 @@ class DurableCalls(CallRunner):
         if ctx is None:
             return self._outside()
         return ledger, ctx
+
+    def _durable_sequence(
+        self,
+        ctx: TaskContext,
+        name: str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        policy: Policy,
+    ) -> CallSequence[tuple[Site, CallDecision]]:
+        """A ``@durable`` call's sequence (``sequences.py``): the task's entries read
+        once, the call's place taken, its escalation asked inline, its intent begun."""
+        yield LoadOnce(ctx, lambda: self._load(ctx, Lineage()))
+        site = self._durable_site(ctx, name, args, kwargs)
+        escalated = yield self._escalate_inline(ctx, site, policy)
+        self._answer_inline(ctx, site, escalated)
+        decision = yield self._begin(ctx, site, policy)
+        return site, decision
 
     def _durable_site(
         self, ctx: TaskContext, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]

@@ -61,6 +61,7 @@ from langgraph_durable.core.serde import accepted_types, load
 from langgraph_durable.ledger.entries import MODEL_CALL, MODEL_POSITION, RESULT, LedgerEntry
 from langgraph_durable.ledger.executions import Lineage, ai_messages, request_digest
 from langgraph_durable.ledger.running import CallRunner
+from langgraph_durable.ledger.sequences import CallSequence, Locked, arun, run
 from langgraph_durable.ledger.sites import Site, TaskContext, call_site, facts
 from langgraph_durable.ledger.wiring import MODEL_ADVICE, refuse_sync_on_loop
 
@@ -256,17 +257,20 @@ class ModelJournal(CallRunner):
             return None
         ledger = call.ledger
         refuse_sync_on_loop(ledger.saver, MODEL_ADVICE)
-        with call.ctx.lock:
-            return ledger.saver.drive(ledger._look_up(call))  # type: ignore[no-any-return]
+        return run(ledger.saver, ledger._model_sequence(call))
 
     async def aopen_model_call(self, config: RunnableConfig, request: Any) -> ModelCall | None:
         """``open_model_call`` for async code."""
         call = self._model_call(config, request)
         if call is None:
             return None
-        ledger = call.ledger
-        async with call.ctx.alock:
-            return await ledger.saver.adrive(ledger._look_up(call))  # type: ignore[no-any-return]
+        return await arun(call.ledger.saver, call.ledger._model_sequence(call))
+
+    def _model_sequence(self, call: ModelCall) -> CallSequence[ModelCall]:
+        """A model call's sequence (``sequences.py``): its look-up, whole under the
+        task's lock."""
+        found: ModelCall = yield Locked(call.ctx, self._look_up(call))
+        return found
 
     def close_model_call(self, call: ModelCall, value: Any) -> None:
         """Record the model's answer ``value`` (once the call, or its stream, completed)."""

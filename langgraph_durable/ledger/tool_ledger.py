@@ -44,6 +44,7 @@ from langgraph_durable.ledger.executions import Lineage
 from langgraph_durable.ledger.journal import ModelJournal
 from langgraph_durable.ledger.operators import Escalation, OperatorPlans
 from langgraph_durable.ledger.policies import check_divergence, check_policies, hinted_policy
+from langgraph_durable.ledger.sequences import CallSequence, LoadOnce, arun, run
 from langgraph_durable.ledger.sites import Site, TaskContext, call_site, position_in_message
 from langgraph_durable.ledger.wiring import refuse_sync_on_loop
 
@@ -176,23 +177,29 @@ class ToolLedger(DurableCalls, ModelJournal, OperatorPlans):
         ctx.unsettled = [e for e in found.answers if not e.settled and e.execution]
         found.ledger._ask(ctx, escalations)
 
+    def _tool_sequence(self, found: _ToolCall, request: Any) -> CallSequence[tuple[Site, Any]]:
+        """A tool call's sequence (``sequences.py``): the task's entries read once with
+        every call of its AI message (escalations asked under the lock), then its intent
+        begun at its place."""
+        ledger, ctx = found.ledger, found.ctx
+        yield LoadOnce(
+            ctx,
+            lambda: ledger._prepare_parallel(ctx, found.message_calls, found.lineage),
+            lambda escalations: self._loaded(found, escalations),
+        )
+        site = self._tool_site(found)
+        hint = self._hint(getattr(request, "tool", None))
+        decision = yield ledger._begin(ctx, site, found.policy, hint)
+        return site, decision
+
     def wrap_tool_call(self, request: Any, execute: Callable[[Any], Any]) -> Any:
         """``ToolNode(wrap_tool_call=...)``: replay a recorded result or record this call."""
         found = self._tool_call(request)
         if found is None:
             return execute(request)
-        ledger, ctx = found.ledger, found.ctx
+        ledger = found.ledger
         refuse_sync_on_loop(ledger.saver)
-        with ctx.lock:
-            if not ctx.loaded:
-                escalations = ledger.saver.drive(
-                    ledger._prepare_parallel(ctx, found.message_calls, found.lineage)
-                )
-                ctx.loaded = True
-                self._loaded(found, escalations)
-        site = self._tool_site(found)
-        hint = self._hint(getattr(request, "tool", None))
-        decision = ledger.saver.drive(ledger._begin(ctx, site, found.policy, hint))
+        site, decision = run(ledger.saver, self._tool_sequence(found, request))
         if decision.replay:
             return decision.value
         return ledger._run_sync(site, decision, lambda: execute(request))
@@ -202,17 +209,8 @@ class ToolLedger(DurableCalls, ModelJournal, OperatorPlans):
         found = self._tool_call(request)
         if found is None:
             return await execute(request)
-        ledger, ctx = found.ledger, found.ctx
-        async with ctx.alock:
-            if not ctx.loaded:
-                escalations = await ledger.saver.adrive(
-                    ledger._prepare_parallel(ctx, found.message_calls, found.lineage)
-                )
-                ctx.loaded = True
-                self._loaded(found, escalations)
-        site = self._tool_site(found)
-        hint = self._hint(getattr(request, "tool", None))
-        decision = await ledger.saver.adrive(ledger._begin(ctx, site, found.policy, hint))
+        ledger = found.ledger
+        site, decision = await arun(ledger.saver, self._tool_sequence(found, request))
         if decision.replay:
             return decision.value
         return await ledger._run_async(site, decision, lambda: execute(request))
