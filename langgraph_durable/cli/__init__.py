@@ -1,15 +1,16 @@
 """The ``langgraph-durable`` command line: the demo, inspection, verification, migration
 from another checkpointer (``migrate``), the server.
 
-Every command takes ``--redis-url`` (default ``REDIS_URL``, else the embedded server in
-``./.langgraph-durable/``, started if needed), ``--cluster``, ``--key-prefix``, ``--json``
-and the signing keys (``--signing-key``, ``--signing-key-file`` or ``LGD_SIGNING_KEY``).
-``--version`` prints the installed version.
+Every command takes ``--redis-url`` (default ``REDIS_URL``, else the embedded server if it
+runs: only ``demo`` and ``server start`` start it), ``--cluster``, ``--key-prefix``,
+``--json`` and the signing keys (``--signing-key``, ``--signing-key-file`` or
+``LGD_SIGNING_KEY``). ``--version`` prints the installed version.
 
 Safe to point at production: inspection (``threads``, ``history``, ``show``, ``ledger``,
 ``verify``) never writes (the saver is opened with ``repair_on_read=False`` and the
-default, strict serde); damage is quarantined only by ``verify --repair``. A connection,
-authentication or URL error is one line on stderr and exit code 2, its password masked.
+default, strict serde); damage is quarantined only by ``verify --repair``. Every error is
+one line on stderr (a connection, authentication or URL error: exit code 2, its password
+masked), never a traceback.
 """
 
 from __future__ import annotations

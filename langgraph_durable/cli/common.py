@@ -4,6 +4,10 @@ Owns ``--redis-url``/``--cluster``/``--key-prefix``/``--json`` and the signing k
 (``common``), the saver a command reads through (``open_saver``: it never writes on a
 read, and uses the strict default serde), the command group that answers errors about
 reaching Redis or bad input in one line (exit 2, password masked), and text/JSON output.
+Every error is one line on stderr in one style (``echo_error``: "langgraph-durable: ..."):
+click's own errors (a missing argument, "no such thread") included, never a traceback.
+Only ``demo`` and ``server start`` start the embedded server: every other command, given
+no URL, uses it if it runs, else says in one line that no server runs (``checked_url``).
 Text for a human goes through ``printable``: stored text (thread ids, messages, tool
 results, reasons) never reaches the terminal as control characters; ``--json`` keeps it
 exact (``json.dumps`` escapes them).
@@ -34,7 +38,7 @@ from langgraph_durable.core.errors import (
 from langgraph_durable.core.redact import redact, redact_url
 from langgraph_durable.io import connect
 from langgraph_durable.saver import RedisSaver
-from langgraph_durable.tools.embedded import resolve_url
+from langgraph_durable.tools.embedded import ServerNotRunningError, resolve_url
 from langgraph_durable.tools.settings import KEY_PREFIX_ENV, SIGNING_KEY_ENV, checked_keys
 from langgraph_durable.tools.settings import signing_keys as env_signing_keys
 
@@ -72,8 +76,8 @@ def common(fn: Callable[..., Any]) -> Callable[..., Any]:
         "--redis-url",
         envvar="REDIS_URL",
         default=None,
-        help="Redis URL (default: REDIS_URL, else the embedded server); prefer REDIS_URL "
-        "for a URL with a password",
+        help="Redis URL (default: REDIS_URL, else the embedded server if it runs); prefer "
+        "REDIS_URL for a URL with a password",
     )
     @click.option(
         "--cluster", is_flag=True, envvar="LGD_CLUSTER", help="the URL is a Redis Cluster node"
@@ -142,11 +146,22 @@ def signing_keys(
     return checked_keys(keys, source)
 
 
-def checked_url(redis_url: str | None) -> str:
+def checked_url(redis_url: str | None, *, start: bool = False) -> str:
     """The URL to use (see ``resolve_url``), remembered for error messages; a URL redis-py
-    cannot parse is a ``ConfigurationError`` that masks its password."""
-    url = resolve_url(redis_url)
-    click.get_current_context().meta["lgd_url"] = url
+    cannot parse is a ``ConfigurationError`` that masks its password. With no URL, the
+    embedded server's: started only if ``start`` (the demo); else, when it does not run
+    (never started, or stopped by ``server stop``), one line saying so and exit 2."""
+    ctx = click.get_current_context()
+    try:
+        url = resolve_url(redis_url, start=start)
+    except ServerNotRunningError as exc:
+        echo_error(
+            f"no Redis server is running: the embedded one (data in {exc.data_dir}) is not; "
+            "start it with `langgraph-durable server start`, or point at yours with "
+            "--redis-url or REDIS_URL"
+        )
+        ctx.exit(2)
+    ctx.meta["lgd_url"] = url
     try:
         if connect.is_sentinel_url(url):
             connect.parse_sentinel_url(url)
@@ -211,7 +226,24 @@ _UNREACHABLE = (
 
 
 class _Cli(click.Group):
-    """The command group; answers errors reaching Redis in one line, without a traceback."""
+    """The command group; answers every error in one line (``echo_error``), without a
+    traceback: reaching Redis and bad input exit 2, click's own errors with their code
+    ("no such thread" 1, a usage error 2), anything unexpected 1."""
+
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        try:  # the group's own options: `langgraph-durable --bogus`, say
+            return super().make_context(info_name, args, parent, **extra)
+        except click.exceptions.NoArgsIsHelpError:
+            raise  # no command at all: the help, as click shows it
+        except click.ClickException as exc:
+            _click_error(exc, None)
+            raise click.exceptions.Exit(exc.exit_code) from None
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -219,15 +251,43 @@ class _Cli(click.Group):
         except _UNREACHABLE as exc:
             _unreachable(ctx, exc)
         except redis.exceptions.ResponseError as exc:
-            if not reply_codes.is_auth_refusal(exc):
-                raise
-            _unreachable(ctx, exc)
+            if reply_codes.is_auth_refusal(exc):
+                _unreachable(ctx, exc)
+            _unexpected(ctx, exc)
         except InvalidConfigError as exc:  # a THREAD that cannot be a thread id, say
             echo_error(f"bad input: {' '.join(str(exc).split())}")
             ctx.exit(2)
-        except click.ClickException as exc:  # click prints it: "no such thread '...'", say
-            exc.message = printable(exc.message)
-            raise
+        except click.exceptions.NoArgsIsHelpError:
+            raise  # `langgraph-durable server` alone: its help
+        except click.ClickException as exc:  # "no such thread '...'", a missing argument
+            _click_error(exc, ctx)
+            ctx.exit(exc.exit_code)
+        except (click.exceptions.Exit, click.exceptions.Abort):
+            raise  # an exit code on purpose, or Ctrl-C ("Aborted!")
+        except Exception as exc:  # noqa: BLE001 - a bug or an unforeseen failure: one line
+            _unexpected(ctx, exc)
+
+
+def _click_error(exc: click.ClickException, group: click.Context | None) -> None:
+    """A click error in our style: one line; a usage error points at the command's help."""
+    message = exc.format_message()  # one line: echo_error shows a line break as \n
+    if isinstance(exc, click.UsageError):
+        if exc.ctx is not None:  # the context it was raised in (a parse error, say)
+            where = exc.ctx.command_path
+        elif group is not None and group.invoked_subcommand:  # raised by a command's body
+            where = f"{group.command_path} {group.invoked_subcommand}"
+        else:
+            where = "langgraph-durable"
+        message = f"bad input: {message} (see `{where} --help`)"
+    echo_error(message)
+
+
+def _unexpected(ctx: click.Context, exc: BaseException) -> None:
+    """What no command answers itself, in one line: its type and first line, password
+    masked; exit 1, as an uncaught exception would."""
+    first = next(iter(str(exc).splitlines()), "")
+    echo_error(redact(f"unexpected error: {type(exc).__name__}: {first}", ctx.meta.get("lgd_url")))
+    ctx.exit(1)
 
 
 def _unreachable(ctx: click.Context, exc: BaseException) -> None:
@@ -255,11 +315,17 @@ def out(as_json: bool, data: Any, lines: Callable[[], list[str]]) -> None:
 
 
 def out_table(
-    as_json: bool, rows: list[dict[str, Any]], columns: list[tuple[str, Callable[[dict], Any]]]
+    as_json: bool,
+    rows: list[dict[str, Any]],
+    columns: list[tuple[str, Callable[[dict], Any]]],
+    empty: str | None = None,
 ) -> None:
-    """``rows`` as JSON, or as a text table of ``columns`` (header, cell of a row)."""
+    """``rows`` as JSON, or as a text table of ``columns`` (header, cell of a row); with no
+    rows, the line ``empty`` says so instead of a lone header (JSON: ``[]``)."""
 
     def lines() -> list[str]:
+        if not rows and empty is not None:
+            return [empty]
         # escaped before measuring, so the columns line up with what is shown
         cells = [[h for h, _ in columns]] + [
             [printable(cell(r)) for _, cell in columns] for r in rows

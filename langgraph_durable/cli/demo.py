@@ -13,18 +13,22 @@ side effect happened exactly once.
 
 The workers get the Redis URL (and any signing keys) through their environment, never on
 their command line, where every user of the machine could read a password; what the demo
-prints shows the URL with its password masked.
+prints shows the URL with its password masked. The world the tools touch is a temporary
+directory, removed when the demo ends, whether it succeeded or failed (a failed worker's
+last line of stderr, kept there meanwhile, goes into the ``DemoFailed`` it raises).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+import traceback
 import uuid
 from pathlib import Path
 from typing import Any
@@ -42,7 +46,7 @@ from langgraph_durable.cli.demo_agent import (
     operator_answer,
     research_agent,
 )
-from langgraph_durable.core.redact import redact_url
+from langgraph_durable.core.redact import redact, redact_url
 from langgraph_durable.ledger import ToolLedger
 from langgraph_durable.saver import RedisSaver
 from langgraph_durable.tools.embedded import DEMO_PREFIX, DEMO_TTL
@@ -50,6 +54,25 @@ from langgraph_durable.tools.embedded import DEMO_PREFIX, DEMO_TTL
 # How run_demo hands its workers what must stay off their command lines.
 URL_ENV = "REDIS_URL"
 KEYS_ENV = "LGD_DEMO_SIGNING_KEYS"  # hex, comma-separated, newest first
+
+
+class DemoFailed(RuntimeError):
+    """A worker of the demo failed (or never got where the demo kills it)."""
+
+
+def _last_line(log: Path) -> str:
+    """The last non-empty line a worker wrote to its stderr (``log``), or ""."""
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    return next((line.strip() for line in reversed(lines) if line.strip()), "")
+
+
+def _failed(what: str, log: Path) -> DemoFailed:
+    """``what`` went wrong, and the last thing the worker said (its ``log``)."""
+    said = _last_line(log)
+    return DemoFailed(what + (f": {said}" if said else ""))
 
 
 def worker(
@@ -175,29 +198,39 @@ def start_and_kill(
     recorded in the ledger while the e-mail sent alongside it hangs. Waits on those two
     states, never on time. Returns the killed worker's pid."""
     world = World(directory)
-    first = subprocess.Popen(
-        worker_command(prefix, thread_id, directory, delay),
-        stdout=subprocess.PIPE,
-        env=worker_env(url, signing_key, hang_mail=True),
-    )
-    with RedisSaver.from_conn_string(
-        url, key_prefix=prefix, signing_key=signing_key, ttl=DEMO_TTL
-    ) as saver:
-        ledger = ToolLedger(saver, policies=POLICIES)
+    log = directory / "worker-1.log"
+    with log.open("wb") as stderr:
+        first = subprocess.Popen(
+            worker_command(prefix, thread_id, directory, delay),
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            env=worker_env(url, signing_key, hang_mail=True),
+        )
+    try:
+        with RedisSaver.from_conn_string(
+            url, key_prefix=prefix, signing_key=signing_key, ttl=DEMO_TTL
+        ) as saver:
+            ledger = ToolLedger(saver, policies=POLICIES)
 
-        def charge_recorded() -> bool:
-            return any(
-                e.name == "charge_card" and e.state == "result" for e in ledger.entries(thread_id)
-            )
+            def charge_recorded() -> bool:
+                return any(
+                    e.name == "charge_card" and e.state == "result"
+                    for e in ledger.entries(thread_id)
+                )
 
-        deadline = time.monotonic() + 120  # a safety net only: a stuck worker, not timing
-        while not (world.marked(SENDING) and charge_recorded()):
-            if first.poll() is not None or time.monotonic() > deadline:
-                first.kill()
-                raise RuntimeError("the first worker did not reach the charge and the e-mail")
-            time.sleep(0.01)
-    first.send_signal(signal.SIGKILL)
-    first.wait()
+            deadline = time.monotonic() + 120  # a safety net only: a stuck worker, not timing
+            while not (world.marked(SENDING) and charge_recorded()):
+                if (code := first.poll()) is not None:
+                    raise _failed(f"the first worker exited with code {code} before the kill", log)
+                if time.monotonic() > deadline:
+                    raise _failed("the first worker did not reach the charge and the e-mail", log)
+                time.sleep(0.01)
+    finally:  # killed however this ends: left alone, it would hang on its e-mail forever
+        if first.poll() is None:
+            first.send_signal(signal.SIGKILL)
+        first.wait()
+        if first.stdout is not None:
+            first.stdout.close()
     return first.pid
 
 
@@ -210,11 +243,28 @@ def run_demo(
     emit: Any = print,
     signing_key: list[bytes] | None = None,
 ) -> dict[str, Any]:
-    """The whole demo; ``emit`` gets each line of the timeline. Returns the verdict."""
+    """The whole demo; ``emit`` gets each line of the timeline. Returns the verdict;
+    raises ``DemoFailed`` if a worker fails. Its temporary directory is removed either way."""
     thread_id = f"demo-{uuid.uuid4().hex[:8]}"
     directory = Path(tempfile.mkdtemp(prefix="lgd-demo-"))
+    try:
+        return _run(url, prefix, damage, delay, emit, signing_key, thread_id, directory)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _run(
+    url: str,
+    prefix: str,
+    damage: bool,
+    delay: float,
+    emit: Any,
+    signing_key: list[bytes] | None,
+    thread_id: str,
+    directory: Path,
+) -> dict[str, Any]:
     world = World(directory)
-    emit(f"Redis {redact_url(url)}  thread {thread_id}  effects {world.log}")
+    emit(f"Redis {redact_url(url)}  key prefix {prefix}  thread {thread_id}")
     pid = start_and_kill(url, prefix, thread_id, directory, delay, signing_key)
     killed_at = time.monotonic()
     before = world.effects()
@@ -224,13 +274,18 @@ def run_demo(
     damaged = damage_newest_checkpoint(url, prefix, thread_id, signing_key) if damage else None
     if damaged:
         emit(f"damaged the newest checkpoint {damaged} (one bit flipped)")
-    second = subprocess.run(
-        worker_command(prefix, thread_id, directory, delay),
-        stdout=subprocess.PIPE,
-        text=True,
-        check=True,
-        env=worker_env(url, signing_key),
-    )
+    log = directory / "worker-2.log"
+    with log.open("wb") as stderr:
+        second = subprocess.run(
+            worker_command(prefix, thread_id, directory, delay),
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+            check=False,
+            env=worker_env(url, signing_key),
+        )
+    if second.returncode != 0:
+        raise _failed(f"the resuming worker exited with code {second.returncode}", log)
     report = json.loads(second.stdout.strip().splitlines()[-1])
     recovery = time.monotonic() - killed_at
     for skipped in report["skipped_checkpoints"]:
@@ -286,9 +341,15 @@ def main(argv: list[str] | None = None) -> int:
         prefix, thread_id, directory, delay = args[1:5]
         keys = os.environ.get(KEYS_ENV)
         signing_key = [bytes.fromhex(k) for k in keys.split(",")] if keys else None
-        report = worker(
-            os.environ[URL_ENV], prefix, thread_id, Path(directory), float(delay), signing_key
-        )
+        try:
+            report = worker(
+                os.environ[URL_ENV], prefix, thread_id, Path(directory), float(delay), signing_key
+            )
+        except Exception as exc:  # noqa: BLE001 - the traceback, then what run_demo reports
+            traceback.print_exc()
+            said = next(iter(str(exc).splitlines()), "")
+            print(redact(f"{type(exc).__name__}: {said}", os.environ[URL_ENV]), file=sys.stderr)
+            return 1
         print(json.dumps(report))
         return 0
     print("run the demo with: langgraph-durable demo", file=sys.stderr)  # this is its worker

@@ -1,4 +1,5 @@
-"""Inspection commands: ``threads``, ``history``, ``show``, ``ledger``. They never write."""
+"""Inspection commands: ``threads``, ``history``, ``show``, ``ledger``. They never write.
+An empty listing is one line saying so (``--json``: ``[]``)."""
 
 from __future__ import annotations
 
@@ -60,6 +61,7 @@ def threads(redis_url: str | None, key_prefix: str, as_json: bool) -> None:
             ("LEDGER", lambda r: r["ledger_entries"]),
             ("LEASED TO", lambda r: r["leased_to"] or "-"),
         ],
+        empty=f"no threads under key prefix {key_prefix!r}",
     )
 
 
@@ -104,6 +106,7 @@ def history(redis_url: str | None, key_prefix: str, as_json: bool, thread: str) 
             ("CREATED", lambda r: when(r["created"])),
             ("WRITES", lambda r: r["pending_writes"]),
         ],
+        empty=f"no checkpoints in thread {thread!r} (key prefix {key_prefix!r})",
     )
 
 
@@ -128,6 +131,13 @@ def show(
         except UnreadableThreadError as exc:
             raise click.ClickException(str(exc)) from None
         report = saver.recovery_report(thread)
+        if found is None:
+            _require_thread(saver, thread, key_prefix)
+    if found is None and checkpoint:  # the thread exists; this checkpoint of it does not
+        raise click.ClickException(
+            f"unknown checkpoint {checkpoint!r}: thread {thread!r} exists (key prefix "
+            f"{key_prefix!r}) but has no such checkpoint; `history` lists its checkpoints"
+        )
     if found is None and report and report.skipped:
         raise click.ClickException(
             f"no checkpoint of thread {thread!r} verifies; skipped "
@@ -223,6 +233,7 @@ def ledger(redis_url: str | None, key_prefix: str, as_json: bool, thread: str) -
             ("IDEMPOTENCY KEY", lambda r: r["idempotency_key"]),
             ("RESULT", lambda r: str(r["result"])[:40]),
         ],
+        empty=f"no ledger entries in thread {thread!r} (key prefix {key_prefix!r})",
     )
 
 

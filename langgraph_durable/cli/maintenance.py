@@ -7,7 +7,14 @@ import sys
 
 import click
 
-from langgraph_durable.cli.common import SIGNING_KEY_ENV, common, open_saver, out, thread_ids
+from langgraph_durable.cli.common import (
+    SIGNING_KEY_ENV,
+    common,
+    open_saver,
+    out,
+    printable,
+    thread_ids,
+)
 
 
 @click.command()
@@ -34,7 +41,7 @@ def verify(
     data = []
     with open_saver(redis_url, key_prefix) as saver:
         targets = thread_ids(saver) if all_threads else [thread]
-        if not targets:
+        if not targets:  # nothing to vouch for: not a success
             raise click.ClickException(f"no threads under key prefix {key_prefix!r}")
         with click.progressbar(targets, label="verifying", file=sys.stderr, show_pos=True) as bar:
             for thread_id in bar:
@@ -83,11 +90,24 @@ def verify(
             held = f", {r['quarantined']} records quarantined" if r["quarantined"] else ""
             text.append(f"{r['thread_id']}: {status} ({r['intact']} intact checkpoints{held})")
             text += [f"  {f['kind']} {_shown(f['field'])}: {f['reason']}" for f in r["findings"]]
+        if all_threads:
+            text.append(_summary(data, repair))
         return text
 
     out(as_json, data, lines)
     if not all(r["ok"] for r in data):
         sys.exit(1)
+
+
+def _summary(data: list[dict], repair: bool) -> str:
+    """``verify --all``'s last line: threads checked, ok, damaged (not ok), repaired
+    (with --repair: threads it moved records of, or put records back for)."""
+    ok = sum(r["ok"] for r in data)
+    line = f"{len(data)} threads checked: {ok} ok, {len(data) - ok} damaged"
+    if repair:
+        repaired = sum(bool(r.get("moved") or r.get("reindexed")) for r in data)
+        line += f", {repaired} repaired"
+    return line
 
 
 def _shown(field_: str) -> str:
@@ -118,6 +138,8 @@ def resign(
         )
     with open_saver(redis_url, key_prefix) as saver:
         reports = saver.resign(None if all_threads else thread, from_unsigned=from_unsigned)
+    if not reports and not as_json:
+        click.echo(printable(f"no threads under key prefix {key_prefix!r}"))
     data = [
         {
             "thread_id": r.thread_id,

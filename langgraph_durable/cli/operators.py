@@ -50,6 +50,13 @@ def escalations(
             ("RUN", lambda r: r["run_id"] or "-"),
             ("ARGS", lambda r: str(r["args"])[:60]),
         ],
+        empty=(
+            f"no escalations in {'thread' if len(threads) == 1 else 'threads'} "
+            + ", ".join(repr(t) for t in threads)
+            + f" (key prefix {key_prefix!r})"
+            if threads
+            else f"no escalations under key prefix {key_prefix!r}"
+        ),
     )
 
 

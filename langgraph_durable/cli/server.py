@@ -3,49 +3,88 @@
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from typing import Any
 
 import click
 
-from langgraph_durable.cli.common import checked_url, common, open_saver, out, printable
+from langgraph_durable.cli.common import (
+    checked_url,
+    common,
+    echo_error,
+    open_saver,
+    out,
+    printable,
+)
+from langgraph_durable.core.redact import redact, redact_url
 from langgraph_durable.tools.embedded import DEMO_PREFIX, EmbeddedRedis, default_data_dir
 
 
 @click.command()
 @common
 @click.option("--damage", is_flag=True, help="damage the newest checkpoint before resuming")
-@click.option("--delay", type=float, default=0.5, show_default=True, help="tool latency (s)")
+@click.option(
+    "--delay", type=click.FloatRange(min=0), default=0.5, show_default=True, help="tool latency (s)"
+)
 def demo(redis_url: str | None, key_prefix: str, as_json: bool, damage: bool, delay: float) -> None:
     """Kill an agent with SIGKILL mid-run, resume it, check effects happened exactly once.
 
     Its threads go under the key prefix "lgd-demo" (unless --key-prefix says otherwise)
-    and expire a day after their last write."""
-    from langgraph_durable.cli.demo import run_demo
+    and expire a day after their last write. With no URL, it starts the embedded server
+    if it is not running (the only command besides `server start` that does), which
+    says so once; it ends with the commands that show its thread."""
+    from langgraph_durable.cli.demo import DemoFailed, run_demo
 
     ctx = click.get_current_context()
     if ctx.get_parameter_source("key_prefix") is click.core.ParameterSource.DEFAULT:
         key_prefix = DEMO_PREFIX  # never mixed into an application's default "lgd"
-    url = checked_url(redis_url)
+    url = checked_url(redis_url, start=True)
     with open_saver(url, key_prefix):  # Redis answers (else one line, exit 2) before workers start
         pass
     emit = (lambda line: None) if as_json else (lambda line: click.echo(printable(line)))
-    if redis_url is None:  # the embedded server: say where it runs and how to stop it
-        emit(
-            f"embedded Redis at {url}, data in {EmbeddedRedis().data_dir}; it keeps running "
-            "for the notebooks and the command line: `langgraph-durable server stop` stops it"
+    try:
+        verdict = run_demo(
+            url,
+            prefix=key_prefix,
+            damage=damage,
+            delay=delay,
+            emit=emit,
+            signing_key=ctx.meta.get("lgd_signing_key"),
         )
-    verdict = run_demo(
-        url,
-        prefix=key_prefix,
-        damage=damage,
-        delay=delay,
-        emit=emit,
-        signing_key=click.get_current_context().meta.get("lgd_signing_key"),
-    )
+    except DemoFailed as exc:
+        echo_error(f"the demo failed: {redact(str(exc), url)}")
+        sys.exit(1)
+    for line in _look_at_it(ctx, url, key_prefix, verdict["thread_id"]):
+        emit(line)
     if as_json:
         click.echo(json.dumps(verdict, indent=2))
     sys.exit(0 if verdict["exactly_once"] else 1)
+
+
+def _look_at_it(ctx: click.Context, url: str, key_prefix: str, thread_id: str) -> list[str]:
+    """The demo's last two lines: the commands that show its thread, as they must be run
+    (its key prefix; the URL unless it is the embedded server's, which the commands find
+    themselves; never a password, nor a signing key)."""
+    options = ["--key-prefix", key_prefix]
+    note = ""
+    if ctx.get_parameter_source("redis_url") is not click.core.ParameterSource.DEFAULT:
+        if redact_url(url) == url:
+            options += ["--redis-url", url]
+        elif ctx.get_parameter_source("redis_url") is click.core.ParameterSource.COMMANDLINE:
+            note = "  (with REDIS_URL set to your --redis-url)"
+    if ctx.params.get("signing_key_file"):
+        options += ["--signing-key-file", ctx.params["signing_key_file"]]
+    elif ctx.params.get("signing_key"):
+        note += "  (with your --signing-key options)"
+
+    def command(*args: str) -> str:
+        return shlex.join(["langgraph-durable", *args, *options])
+
+    return [
+        f"see it with the command line: {command('threads')}{note}",
+        f"  its ledger (or history, show, verify): {command('ledger', thread_id)}",
+    ]
 
 
 @click.group()

@@ -7,16 +7,20 @@ server from any working directory. A second process finds it through the
 port file and reuses it; a stale pid or port file (server gone) is replaced. A server
 counts as this data directory's only when its ``process_id`` is the pid in the pid file:
 whatever else answers on a remembered port (another project's Redis, after a reboot) is
-never used, and never shut down.
+never used, and never shut down. Starting a server says so on stderr, once, in one
+line naming the command that stops it (it keeps running after the process that started
+it). ``resolve_url(start=False)`` finds a running server without starting one.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import shlex
 import shutil
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -29,6 +33,15 @@ from langgraph_durable.core.errors import ConfigurationError
 DATA_DIR_ENV = "LGD_DATA_DIR"
 DEMO_PREFIX = "lgd-demo"  # the demo's data, apart from an application's "lgd"
 DEMO_TTL = 24 * 3600  # seconds: demo threads expire a day after their last write
+
+
+class ServerNotRunningError(ConfigurationError):
+    """No URL was given and the embedded server of ``data_dir`` is not running (never
+    started, or stopped with ``langgraph-durable server stop``)."""
+
+    def __init__(self, data_dir: Path) -> None:
+        super().__init__(f"the embedded Redis server (data in {data_dir}) is not running")
+        self.data_dir = data_dir
 
 
 def default_data_dir() -> Path:
@@ -163,10 +176,29 @@ class EmbeddedRedis:
             chosen = port if port is not None else _free_port()
             if self._launch(binary, chosen):
                 self.port_file.write_text(str(chosen))
-                return f"redis://127.0.0.1:{chosen}/0"
+                url = f"redis://127.0.0.1:{chosen}/0"
+                self._announce(url)
+                return url
         if port is not None:
             raise ConfigurationError(f"port {port} is taken; see {self.data_dir / 'redis.log'}")
         raise ConfigurationError(f"{binary} did not start; see {self.data_dir / 'redis.log'}")
+
+    def stop_command(self) -> str:
+        """The command that stops this server (``--data-dir`` unless it is the default)."""
+        command = "langgraph-durable server stop"
+        if self.data_dir != Path(default_data_dir()).resolve():
+            command += f" --data-dir {shlex.quote(str(self.data_dir))}"
+        return command
+
+    def _announce(self, url: str) -> None:
+        """One line on stderr: a server now runs in the background, and how to stop it."""
+        print(
+            f"langgraph-durable started a Redis server in the background at {url} (data in "
+            f"{self.data_dir}); it keeps running after this process: `{self.stop_command()}` "
+            "stops it",
+            file=sys.stderr,
+            flush=True,
+        )
 
     def _launch(self, binary: str, port: int) -> bool:
         """Start a daemonized server on ``port``; True once it answers there as the pid
@@ -234,6 +266,16 @@ class EmbeddedRedis:
         return True
 
 
-def resolve_url(url: str | None = None, data_dir: str | os.PathLike[str] | None = None) -> str:
-    """``url``, else ``REDIS_URL``, else the embedded server's URL (started if needed)."""
-    return url or os.environ.get("REDIS_URL") or EmbeddedRedis(data_dir).start()
+def resolve_url(
+    url: str | None = None, data_dir: str | os.PathLike[str] | None = None, *, start: bool = True
+) -> str:
+    """``url``, else ``REDIS_URL``, else the embedded server's URL: started if needed, or,
+    with ``start=False``, only if it runs (else ``ServerNotRunningError``)."""
+    if given := url or os.environ.get("REDIS_URL"):
+        return given
+    server = EmbeddedRedis(data_dir)
+    if start:
+        return server.start()
+    if (port := server.running_port()) is None:
+        raise ServerNotRunningError(server.data_dir)
+    return f"redis://127.0.0.1:{port}/0"
