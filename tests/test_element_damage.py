@@ -14,6 +14,8 @@ from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
 from langgraph_durable import RedisSaver
+from langgraph_durable.core.records import Damage
+from langgraph_durable.core.repair import repair
 from tests.helpers import graphs
 from tests.helpers.redis_keys import flipped
 
@@ -206,3 +208,28 @@ def test_a_kept_list_whose_element_went_missing_is_written_again(
         tup = fresh.get_tuple(newest("t"))
         assert tup.checkpoint["channel_values"] == {"docs": DOCS, "n": 13}
         assert fresh.recovery_report("t") is None
+
+
+def test_repair_by_a_reader_without_the_key_leaves_a_signed_threads_elements(
+    redis_url: str, key_prefix: str, redis_client: redis.Redis
+) -> None:
+    """Element digests are keyed with the signing key: to a reader without it (or with
+    another key) they do not match, which is its configuration, not damage. ``verify``
+    says so and ``repair`` moves nothing, so the writer still reads its thread."""
+    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix, signing_key=KEY) as w:
+        agent().compile(checkpointer=w).invoke(graphs.react_input("signed"), config("s"))
+        written = w.get_tuple(newest("s")).checkpoint
+        tk = w.keys.thread("s")
+    elements_before = redis_client.hlen(tk.el)
+    assert elements_before
+    for other in ({}, {"signing_key": NEW_KEY}):
+        with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix, **other) as reader:
+            report = reader.verify("s")
+            assert {Damage.of(f.reason) for f in report.findings if f.kind == "element"} <= {
+                Damage.BAD_SIGNATURE
+            }
+            assert reader.drive(repair(reader.core, "s")).moved == []
+    assert redis_client.hlen(tk.el) == elements_before
+    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix, signing_key=KEY) as w:
+        assert w.get_tuple(newest("s")).checkpoint["id"] == written["id"]
+        assert w.verify("s").ok

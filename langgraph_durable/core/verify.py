@@ -23,6 +23,7 @@ from langgraph_durable.core.ops import Batch, Plan
 from langgraph_durable.core.records import (
     MALFORMED,
     NOT_INDEXED,
+    Damage,
     DamagedCheckpoint,
     member_label,
     wrong_type_as_empty,
@@ -32,6 +33,27 @@ from langgraph_durable.core.reports import Finding, VerifyReport
 
 class VerifyPlans(RecordCodec):
     """The verify plan of ``SaverCore``."""
+
+    def _named_by_verified(
+        self, thread_id: str, blobs: ValueRecords, writes: dict[bytes, bytes]
+    ) -> set[bytes]:
+        """The element digests named by the manifests (channel values, pending writes)
+        that verify for this reader."""
+        named: set[bytes] = set()
+        opened = [("bl", field_, record) for field_, record in blobs.items()]
+        opened += [("wr", member_label(m), r) for m, r in writes.items()]
+        for kind, field_, record in opened:
+            try:
+                decoded = self._open(kind, thread_id, field_, record)
+            except RecordDamagedError:
+                continue
+            type_, data = decoded[-2:] if len(decoded) >= 2 else (None, None)
+            if type_ == elements.MARK:
+                try:
+                    named.update(elements.digests_of(data))
+                except RecordDamagedError:
+                    continue
+        return named
 
     def verify(self, thread_id: str) -> Plan[VerifyReport]:
         """Check every record of a thread without changing anything (one round trip)."""
@@ -57,11 +79,22 @@ class VerifyPlans(RecordCodec):
         report.findings += [Finding("index", keys[i], "", "key of the wrong type") for i in wrong]
         blobs = ValueRecords({member_label(f): r for f, r in bls.items()}, trust_cache=False)
         blobs.elements.update(els)
+        named = self._named_by_verified(tk.thread_id, blobs, wrs)
         for digest, stored in sorted(blobs.elements.items()):
             try:
                 elements.unpack(digest, stored, self.element_keys)
             except RecordDamagedError as exc:
-                report.findings.append(Finding("element", tk.el, digest.hex(), exc.reason))
+                reason = exc.reason
+                if digest not in named and Damage.of(reason) is Damage.CHECKSUM_MISMATCH:
+                    # No manifest this reader verifies names it: its digest may be keyed
+                    # with a signing key this reader lacks. Damage only where a verified
+                    # manifest vouches for it, so repair never moves a thread's elements
+                    # for a reader's configuration.
+                    reason = (
+                        f"{Damage.BAD_SIGNATURE} element {digest.hex()} "
+                        "(no manifest this reader verifies names it)"
+                    )
+                report.findings.append(Finding("element", tk.el, digest.hex(), reason))
         bad_blobs: dict[str, str] = {}
         for blob_field in list(blobs):
             try:
