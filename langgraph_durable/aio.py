@@ -149,9 +149,6 @@ class AsyncRedisSaver(Driver, BaseRedisSaver):
         self._run_sync(self.asetup())
         return None
 
-    async def _scan_keys(self, pattern: str) -> list[Any]:
-        return [key async for key in self.client.scan_iter(match=pattern, count=1000)]
-
     # -- the ways in ---------------------------------------------------------------------
     async def _arun(self, steps: Steps[T]) -> T:
         result: list[Any] = []

@@ -141,9 +141,6 @@ class RedisSaver(Driver, BaseRedisSaver):
         keys. Storage needs no other set-up."""
         self._run(self._setup_steps())
 
-    def _scan_keys(self, pattern: str) -> list[Any]:
-        return list(self.client.scan_iter(match=pattern, count=1000))
-
     # -- the ways in ---------------------------------------------------------------------
     def drive_iter(self, plan: Plan[Any]) -> Iterator[Any]:
         return run_calls(self._steps(plan), self.failover)

@@ -345,13 +345,5 @@ def when(ts: str | None) -> str:
         return repr(ts)[:40]
 
 
-def _count(saver: RedisSaver, key: str) -> int | str:
-    """Members of a sorted set, or "damaged" when the key holds another type."""
-    try:
-        return int(saver.client.zcard(key))
-    except redis.exceptions.ResponseError:
-        return "damaged"
-
-
 def thread_ids(saver: RedisSaver) -> list[str]:
     return saver.drive(saver.core.all_thread_ids())

@@ -46,6 +46,9 @@ from langgraph_durable.cli.demo_agent import (
     operator_answer,
     research_agent,
 )
+from langgraph_durable.core.keys import KeySchema
+from langgraph_durable.core.ops import Command as RedisCommand
+from langgraph_durable.core.ops import Plan
 from langgraph_durable.core.redact import redact, redact_url
 from langgraph_durable.ledger import ToolLedger
 from langgraph_durable.saver import RedisSaver
@@ -157,11 +160,15 @@ def damage_newest_checkpoint(
         latest = saver.get_tuple({"configurable": {"thread_id": thread_id}})
         assert latest is not None
         checkpoint_id = latest.config["configurable"]["checkpoint_id"]
-        tk = saver.keys.thread(thread_id)
-        field = saver.keys.checkpoint_member("", checkpoint_id)
-        record = saver.client.hget(tk.cp, field)
-        saver.client.hset(tk.cp, field, record[:-1] + bytes([record[-1] ^ 1]))
+        saver.drive(_flip_last_bit(saver.keys, thread_id, checkpoint_id))
         return checkpoint_id
+
+
+def _flip_last_bit(keys: KeySchema, thread_id: str, checkpoint_id: str) -> Plan[None]:
+    """The demo's damage, as a plan like every other access to storage."""
+    tk, field = keys.thread(thread_id), keys.checkpoint_member("", checkpoint_id)
+    record = yield RedisCommand(("HGET", tk.cp, field))
+    yield RedisCommand(("HSET", tk.cp, field, record[:-1] + bytes([record[-1] ^ 1])))
 
 
 def worker_command(prefix: str, thread_id: str, directory: Path, delay: float) -> list[str]:

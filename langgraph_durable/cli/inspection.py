@@ -9,7 +9,6 @@ from typing import Any
 import click
 
 from langgraph_durable.cli.common import (
-    _count,
     common,
     open_saver,
     out,
@@ -21,6 +20,7 @@ from langgraph_durable.core.errors import (
     CheckpointCorruptedError,
     UnreadableThreadError,
 )
+from langgraph_durable.core.overview import thread_exists, thread_overview
 from langgraph_durable.ledger import ToolLedger
 from langgraph_durable.ledger.entries import MODEL_POSITION
 from langgraph_durable.saver import RedisSaver
@@ -38,16 +38,16 @@ def threads(redis_url: str | None, key_prefix: str, as_json: bool) -> None:
                 latest = saver.get_tuple({"configurable": {"thread_id": thread_id}})
             except UnreadableThreadError as exc:  # e.g. signed, and no --signing-key
                 latest, unreadable = None, str(exc)
-            tk = saver.keys.thread(thread_id)
+            seen = saver.drive(thread_overview(saver.keys, thread_id))
             rows.append(
                 {
                     "thread_id": thread_id,
                     "unreadable": unreadable,
                     "step": latest.metadata.get("step") if latest else None,
                     "updated": latest.checkpoint["ts"] if latest else None,
-                    "checkpoints": _count(saver, tk.cps),
-                    "ledger_entries": _count(saver, tk.lgx),
-                    "leased_to": _holder(saver.client.get(tk.lease)),
+                    "checkpoints": seen.checkpoints,
+                    "ledger_entries": seen.ledger_entries,
+                    "leased_to": seen.leased_to,
                 }
             )
     out_table(
@@ -67,14 +67,8 @@ def threads(redis_url: str | None, key_prefix: str, as_json: bool) -> None:
 
 def _require_thread(saver: RedisSaver, thread: str, key_prefix: str) -> None:
     """Exit 1 naming the thread when Redis holds no key of it (a typo, another prefix)."""
-    tk = saver.keys.thread(thread)
-    if not saver.client.exists(*tk.all(), *tk.damaged()):
+    if not saver.drive(thread_exists(saver.keys, thread)):
         raise click.ClickException(f"no such thread {thread!r} (key prefix {key_prefix!r})")
-
-
-def _holder(lease: bytes | None) -> str | None:
-    """The owner part of a lease value (``owner \\0 token``)."""
-    return lease.split(b"\0", 1)[0].decode(errors="replace") if lease else None
 
 
 @click.command()

@@ -15,6 +15,7 @@ from langgraph_durable.cli.common import (
     printable,
     thread_ids,
 )
+from langgraph_durable.core.overview import thread_exists
 
 
 @click.command()
@@ -45,8 +46,7 @@ def verify(
             raise click.ClickException(f"no threads under key prefix {key_prefix!r}")
         with click.progressbar(targets, label="verifying", file=sys.stderr, show_pos=True) as bar:
             for thread_id in bar:
-                tk = saver.keys.thread(thread_id)
-                if not saver.client.exists(*tk.all(), *tk.damaged()):
+                if not saver.drive(thread_exists(saver.keys, thread_id)):
                     data.append({"thread_id": thread_id, "exists": False, "ok": False})
                     continue
                 moved = saver.drive(repair_plan(saver.core, thread_id)) if repair else None

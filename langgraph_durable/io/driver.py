@@ -87,8 +87,16 @@ class Driver:
         self._scripts = ScriptSet()  # until setup() knows the server
 
     def _scan_keys(self, pattern: str) -> Any:
-        """Every key matching ``pattern`` on every node (a list, or a coroutine of one)."""
-        raise NotImplementedError
+        """Every key matching ``pattern`` on every node: a list from a sync client, a
+        coroutine of one from an asyncio client (its ``scan_iter`` is an async one)."""
+        found = self.client.scan_iter(match=pattern, count=1000)
+        if hasattr(found, "__aiter__"):
+
+            async def collect() -> list[Any]:
+                return [key async for key in found]
+
+            return collect()
+        return list(found)
 
     def _steps(self, plan: Plan[T]) -> Steps[T]:
         reply: Any = None

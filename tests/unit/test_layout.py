@@ -17,7 +17,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "langgraph_durable"
 TIERS = {"core": 1, "io": 2, "ledger": 3, "tools": 4, "": 5, "cli": 6}
 MAX_ROOT_MODULES = 15
 MAX_LINES = 450
-PRIVATE_IMPORTS_CEILING = 3  # the command line's, left; only goes down
+PRIVATE_IMPORTS_CEILING = 2  # the command line's, left; only goes down
 
 
 def _module(path: Path) -> str:
@@ -132,3 +132,26 @@ def test_private_names_taken_across_modules_only_go_down() -> None:
         if name.startswith("_") and not name.startswith("__")
     ]
     assert len(taken) <= PRIVATE_IMPORTS_CEILING, "\n".join(taken)
+
+
+DATA_COMMANDS = (
+    "get set delete unlink exists hget hset hsetnx hdel hgetall hmget hkeys hlen zadd zrem "
+    "zcard zrange zscore zrangebylex sadd srem smembers scan scan_iter expire persist "
+    "execute_command pipeline"
+).split()
+
+
+def test_storage_is_read_and_written_only_through_plans() -> None:
+    """Outside the io tier (which runs plans), no module calls Redis on a client itself:
+    the command line, the tools and the ledger go through plans like the savers."""
+    import re
+
+    direct = re.compile(r"\.client\.(%s)\(" % "|".join(DATA_COMMANDS))
+    found = [
+        f"{path.relative_to(PACKAGE)}:{n}: {line.strip()}"
+        for path in SOURCES
+        if _tier(_module(path)) != "io"
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if direct.search(line)
+    ]
+    assert not found, "\n".join(found)
