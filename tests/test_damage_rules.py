@@ -124,8 +124,8 @@ I, F, T = Rule(INTACT), Rule(FALLBACK), Rule(TYPED)
 # With P:run-index set, delete_for_runs visits the threads the run's set names (a set
 # naming a thread the run left nothing in makes it search every thread). A set deleted,
 # or put back as it was before it named a thread, is not told from a run that wrote
-# nothing there: a SCAN per rollback would be the price (README: who can write to your
-# Redis).
+# nothing there: a SCAN per rollback would be the price (docs/operations/security.md: who
+# can write to your Redis).
 _RUN_SET = wrong(
     "delete_for_runs visits only the threads P:run:{R} names once P:run-index is set: a "
     "set deleted or put back older keeps the run's checkpoints in a thread it lacks"

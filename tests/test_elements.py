@@ -385,8 +385,8 @@ def test_the_write_generation_moves_with_every_write_and_never_restarts(
 def test_an_encrypted_thread_stores_each_message_once(
     redis_url: str, key_prefix: str, redis_client: redis.Redis
 ) -> None:
-    """With an EncryptedSerializer (the README's example) every message is encrypted once:
-    a fresh ciphertext at every checkpoint stored every message again each time
+    """With an EncryptedSerializer (docs/operations/capacity-and-memory.md) every message is
+    encrypted once: a fresh ciphertext at every checkpoint stored every message again each time
     (1,889 elements for 60 messages). A process that resumes the thread knows the
     messages it read by their plaintext, and does not store them again either."""
     pytest.importorskip("Crypto")

@@ -1,6 +1,6 @@
 """Operations: client options through from_conn_string, TLS (rediss://) with a self-signed
-CA, the README's minimal ACL, sync calls on an AsyncRedisSaver whose loop is not running,
-and typed errors for inputs Redis cannot store.
+CA, the minimal ACL of docs/operations/security.md, sync calls on an AsyncRedisSaver whose
+loop is not running, and typed errors for inputs Redis cannot store.
 
 Every server here is a private redis-server started for the test (TLS, ACL users), so the
 shared one is never reconfigured.
@@ -40,7 +40,7 @@ from tests.helpers.graphs import chain, react_graph, react_input
 from tests.helpers.redis_keys import flip_last_bit
 from tests.helpers.servers import Server, make_tls_files, start_server
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+SECURITY = Path(__file__).resolve().parent.parent / "docs" / "operations" / "security.md"
 
 
 def written(client: redis.Redis, saver: RedisSaver) -> list[bytes]:
@@ -212,16 +212,17 @@ def test_plain_redis_url_to_a_tls_port_fails_rather_than_hangs(tls_server: Serve
         pass
 
 
-# -- the README's minimal ACL ------------------------------------------------------------
+# -- the documented minimal ACL -----------------------------------------------------------
 def readme_acl(marker: str) -> str:
-    """The ACL SETUSER line under ``<!-- marker`` in the README, as written there."""
-    text = README.read_text()
+    """The ACL SETUSER line under ``<!-- marker`` in docs/operations/security.md, as
+    written there."""
+    text = SECURITY.read_text()
     block = text[text.index(f"<!-- {marker}") :]
     return next(line for line in block.splitlines() if line.startswith("ACL SETUSER"))
 
 
 def acl_user(admin: redis.Redis, line: str, prefix: str, password: str) -> str:
-    """Create the user of a README line, for ``prefix`` and with ``password``."""
+    """Create the user of a documented ACL line, for ``prefix`` and with ``password``."""
     args = [
         arg.replace("~lgd:*", f"~{prefix}:*").replace(">CHANGE-ME", f">{password}")
         for arg in line.split()[2:]
@@ -238,7 +239,7 @@ def acl_server(tmp_path: Path) -> Iterator[Server]:
 
 
 def acl_denials(admin: redis.Redis) -> list[str]:
-    """Commands the ACL refused since the log was reset, but for the two the README leaves
+    """Commands the ACL refused since the log was reset, but for the two the docs leave
     out on purpose: redis-py's handshake (CLIENT SETINFO, Redis 7.2+) and the eviction
     check's CONFIG GET, which would reveal every setting."""
     return [

@@ -216,8 +216,8 @@ def test_element_digests_are_keyed_and_rekeyed_by_a_rotation(
 
 
 def test_a_rotation_of_an_encrypted_thread_loses_nothing(redis_url: str, key_prefix: str) -> None:
-    """The README's rotation on an EncryptedSerializer thread: a worker with [new, old]
-    runs a turn, resign, drop old. The worker must not name elements by the old key's
+    """The rotation of docs/operations/security.md on an EncryptedSerializer thread: a worker
+    with [new, old] runs a turn, resign, drop old. The worker must not name elements by the old key's
     digests (it knew them by their plaintext from reading them), and resign re-keys a
     current manifest that still does."""
     pytest.importorskip("Crypto")

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "langgraph_durable"
+if not PACKAGE.is_dir():  # run against an installed wheel (.ci/wheel-check): no tree
+    pytest.skip("needs the source tree", allow_module_level=True)
 
 # Tiers, lowest first: a module may import its own tier and those below it.
 TIERS = {"core": 1, "io": 2, "ledger": 3, "tools": 4, "": 5, "cli": 6}
@@ -134,11 +136,12 @@ def test_private_names_taken_across_modules_only_go_down() -> None:
     assert len(taken) <= PRIVATE_IMPORTS_CEILING, "\n".join(taken)
 
 
-DATA_COMMANDS = (
-    "get set delete unlink exists hget hset hsetnx hdel hgetall hmget hkeys hlen zadd zrem "
-    "zcard zrange zscore zrangebylex sadd srem smembers scan scan_iter expire persist "
-    "execute_command pipeline"
-).split()
+DATA_COMMANDS = frozenset(
+    {"get", "set", "delete", "unlink", "exists", "hget", "hset", "hsetnx", "hdel", "hgetall"}
+    | {"hmget", "hkeys", "hlen", "zadd", "zrem", "zcard", "zrange", "zscore", "zrangebylex"}
+    | {"sadd", "srem", "smembers", "scan", "scan_iter", "expire", "persist"}
+    | {"execute_command", "pipeline"}
+)
 
 
 def test_storage_is_read_and_written_only_through_plans() -> None:
@@ -146,7 +149,7 @@ def test_storage_is_read_and_written_only_through_plans() -> None:
     the command line, the tools and the ledger go through plans like the savers."""
     import re
 
-    direct = re.compile(r"\.client\.(%s)\(" % "|".join(DATA_COMMANDS))
+    direct = re.compile(rf"\.client\.({'|'.join(sorted(DATA_COMMANDS))})\(")
     found = [
         f"{path.relative_to(PACKAGE)}:{n}: {line.strip()}"
         for path in SOURCES
