@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import click
 
-from langgraph_durable.cli.common import _Cli
+from langgraph_durable.cli.common import DurableCli
 from langgraph_durable.cli.inspection import history, ledger, show, threads
 from langgraph_durable.cli.maintenance import resign, verify
 from langgraph_durable.cli.migrate import migrate
@@ -27,7 +27,7 @@ from langgraph_durable.cli.server import demo, server
 __all__ = ["cli", "main"]
 
 
-@click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=DurableCli, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="langgraph-durable", prog_name="langgraph-durable")
 def cli() -> None:
     """langgraph-durable: a crash-safe LangGraph checkpointer on Redis."""

@@ -215,7 +215,7 @@ def open_saver(
 
 
 # Errors about reaching Redis, not about its data: one line on stderr and exit code 2.
-_UNREACHABLE = (
+UNREACHABLE = (
     redis.exceptions.ConnectionError,  # refused, TLS, AuthenticationError (WRONGPASS, NOAUTH)
     redis.exceptions.TimeoutError,
     redis.exceptions.NoPermissionError,  # NOPERM: the ACL user may not run a command
@@ -225,7 +225,7 @@ _UNREACHABLE = (
 )
 
 
-class _Cli(click.Group):
+class DurableCli(click.Group):
     """The command group; answers every error in one line (``echo_error``), without a
     traceback: reaching Redis and bad input exit 2, click's own errors with their code
     ("no such thread" 1, a usage error 2), anything unexpected 1."""
@@ -248,7 +248,7 @@ class _Cli(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except _UNREACHABLE as exc:
+        except UNREACHABLE as exc:
             _unreachable(ctx, exc)
         except redis.exceptions.ResponseError as exc:
             if reply_codes.is_auth_refusal(exc):

@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from langgraph_durable.cli.common import (
-    _UNREACHABLE,
+    UNREACHABLE,
     common,
     echo_error,
     open_saver,
@@ -82,7 +82,7 @@ def migrate(
                 for current in bar:
                     results.append(migrate_thread(src, saver, current, verify=not no_verify))
         except Exception as exc:  # the source's own errors (psycopg, sqlite3...): one line
-            if isinstance(exc, _UNREACHABLE) or reply_codes.is_auth_refusal(exc):
+            if isinstance(exc, UNREACHABLE) or reply_codes.is_auth_refusal(exc):
                 raise  # the command group says it in one line, with the Redis URL
             where = f" at thread {current!r}" if current is not None else ""
             first = next(iter(str(exc).splitlines()), "")  # psycopg appends the SQL
