@@ -167,3 +167,18 @@ def reference(redis_url: str, key_prefix: str, tmp_path: Path) -> list[Any]:
         out = graph.invoke(START_INPUT, {"configurable": {"thread_id": "ref"}})
         saver.delete_thread("ref")
         return normalized(out["messages"])
+
+
+TIERS = ("unit", "integration", "crash", "langgraph")  # tests/<tier>/: marker <tier>
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test with its folder's tier (pyproject.toml's markers)."""
+    here = Path(__file__).resolve().parent
+    for item in items:
+        try:
+            tier = Path(item.path).resolve().relative_to(here).parts[0]
+        except ValueError:
+            continue
+        if tier in TIERS:
+            item.add_marker(getattr(pytest.mark, tier))

@@ -5,7 +5,7 @@
 Each run picks an agent (create_agent or toolnode), a durability (sync, async, exit) and
 sync or async, then starts workers (tests/workers/journal_worker.py), killing the first
 few a random moment after they say "ready", until one finishes the run; the world is
-checked as in tests/test_journal_crash.py. Random moments make this a soak, not a test:
+checked as in tests/crash/test_journal_crash.py. Random moments make this a soak, not a test:
 the test suite kills at chosen points.
 """
 
@@ -21,8 +21,8 @@ import time
 import uuid
 
 from langgraph_durable import RedisSaver
+from tests.crash.test_journal_crash import ROOT, check_world, final_state
 from tests.helpers.ledger_agent import Effects
-from tests.test_journal_crash import ROOT, check_world, final_state
 
 
 def one_run(url: str, rng: random.Random, kind: str, durability: str, mode: str) -> int:

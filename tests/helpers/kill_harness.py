@@ -1,6 +1,6 @@
 """Drive the ledger agent through SIGKILLs until its run completes, and check the world.
 
-Used by tests/test_ledger_crash.py (a bounded number of kills) and as the soak script:
+Used by tests/crash/test_ledger_crash.py (a bounded number of kills) and as the soak script:
 
     python -m tests.helpers.kill_harness --kills 1000 [--redis-url URL]
 """

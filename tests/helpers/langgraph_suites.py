@@ -9,7 +9,7 @@ fixtures run each test twice: ``memory``, LangGraph's own InMemorySaver fixture,
 and did not fail with InMemorySaver in the same run.
 
 ``python -m tests.helpers.langgraph_suites [REDIS_URL]`` runs it by hand and prints the
-comparison; ``tests/test_langgraph_suites.py`` runs it in the suite.
+comparison; ``tests/langgraph/test_langgraph_suites.py`` runs it in the suite.
 """
 
 from __future__ import annotations

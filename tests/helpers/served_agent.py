@@ -1,4 +1,4 @@
-"""The graph ``tests/test_server.py`` serves with ``langgraph dev``: a ledger with no saver.
+"""The graph ``tests/integration/test_server.py`` serves with ``langgraph dev``: a ledger with no saver.
 
 A scripted "model" (no LLM) turns the user's message into one tool call: ``"charge N"``
 calls ``charge`` (escalate on an unknown outcome), ``"refund N"`` calls ``refund``,

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "langgraph_durable"
 if not PACKAGE.is_dir():  # run against an installed wheel (.ci/wheel-check): no tree
     pytest.skip("needs the source tree", allow_module_level=True)

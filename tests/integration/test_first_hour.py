@@ -34,7 +34,7 @@ from langgraph_durable.tools.embedded import EmbeddedRedis
 from tests.helpers.graphs import counter_graph
 from tests.helpers.redis_keys import flip_last_bit
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BIN = str(Path(sys.executable).parent / "langgraph-durable")  # the installed console script
 STARTED = "langgraph-durable started a Redis server in the background"
 NO_SERVER = "langgraph-durable: no Redis server is running"
@@ -175,7 +175,7 @@ def test_demo_on_a_given_server_prints_commands_that_work_without_its_environmen
 def test_server_start_and_the_quickstart_say_once_that_a_server_runs_and_how_to_stop_it(
     tmp_path: Path, embedded: EmbeddedRedis
 ) -> None:
-    from tests.test_readme import EXAMPLES
+    from tests.integration.test_readme import EXAMPLES
 
     # --data-dir elsewhere than the default: the stop command says which server.
     env = user_env(tmp_path, XDG_DATA_HOME=str(tmp_path / "xdg"))

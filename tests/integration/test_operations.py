@@ -40,7 +40,7 @@ from tests.helpers.graphs import chain, react_graph, react_input
 from tests.helpers.redis_keys import flip_last_bit
 from tests.helpers.servers import Server, make_tls_files, start_server
 
-SECURITY = Path(__file__).resolve().parent.parent / "docs" / "operations" / "security.md"
+SECURITY = Path(__file__).resolve().parents[2] / "docs" / "operations" / "security.md"
 
 
 def written(client: redis.Redis, saver: RedisSaver) -> list[bytes]:
@@ -255,7 +255,7 @@ def test_a_graph_runs_as_the_readme_worker_user(acl_server: Server, tmp_path: Pa
     the repairs (quarantine of a damaged record, a key of the wrong type moved aside):
     none of it is refused, and nothing is refused silently either (the ACL log is empty)."""
     from tests.helpers.ledger_agent import POLICIES, START_INPUT, Effects, agent_graph, answer
-    from tests.test_ledger import Crash, crash_at
+    from tests.integration.test_ledger import Crash, crash_at
 
     admin = acl_server.client()
     prefix = "acl-ops"

@@ -13,7 +13,7 @@ from nbclient import NotebookClient
 
 from tests.helpers.redis_keys import delete_prefix
 
-NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("*.ipynb"))
+NOTEBOOKS = sorted((Path(__file__).resolve().parents[2] / "notebooks").glob("*.ipynb"))
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from langgraph_durable import RedisSaver
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_sigkill_mid_write_never_leaves_a_torn_checkpoint(redis_url: str, key_prefix: str) -> None:

@@ -39,7 +39,7 @@ from tests.helpers.migration import (
 )
 from tests.helpers.redis_keys import flip_last_bit
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-m", "langgraph_durable.cli"]
 PG_HOST, PG_PORT = "127.0.0.1", 5432
 

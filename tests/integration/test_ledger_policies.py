@@ -19,7 +19,7 @@ from typing_extensions import TypedDict
 from langgraph_durable import RedisSaver, ToolLedger
 from langgraph_durable.ledger.policies import hinted_policy
 from tests.helpers.ledger_crashes import CONFIG, Crash
-from tests.test_ledger import chain_graph, crash_at, together
+from tests.integration.test_ledger import chain_graph, crash_at, together
 
 
 def mcp_metadata(**hints: Any) -> dict[str, Any]:

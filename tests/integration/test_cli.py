@@ -18,7 +18,7 @@ import pytest
 from langgraph_durable import RedisSaver
 from tests.helpers.redis_keys import delete_prefix, flip_last_bit
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-m", "langgraph_durable.cli"]
 
 
@@ -496,7 +496,11 @@ def test_a_refused_record_is_reported_as_damage_and_runs_nothing(
 ) -> None:
     """A checksum-valid record naming os.system: every command names the refusal, none
     calls it, none writes, and the installed command shows no traceback."""
-    from tests.test_trust import code_running_payload, counting_graph, forge_newest_value
+    from tests.integration.test_trust import (
+        code_running_payload,
+        counting_graph,
+        forge_newest_value,
+    )
 
     marker = tmp_path / "pwned"
     counting_graph().compile(checkpointer=saver).invoke(

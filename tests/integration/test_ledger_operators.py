@@ -21,7 +21,7 @@ from langgraph_durable import (
 )
 from tests.helpers.ledger_agent import POLICIES, START_INPUT, Effects, answer, normalized
 from tests.helpers.ledger_crashes import CONFIG, Crash
-from tests.test_ledger import crash_at, crash_graph, effect_lines
+from tests.integration.test_ledger import crash_at, crash_graph, effect_lines
 
 
 def crashed(saver: RedisSaver, effects: Effects, *tools: str, point: str = "tool_start") -> Any:

@@ -31,7 +31,7 @@ from langgraph_durable import RedisSaver, ToolLedger
 from tests.helpers.graphs import counter_graph
 from tests.helpers.ledger_crashes import Crash
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-m", "langgraph_durable.cli"]
 
 HOSTILE = "\x1b]0;pwned\x07\r\x1b[2K all checks passed\x9b31m\u202eevil"

@@ -32,7 +32,7 @@ from langgraph_durable import (
     idempotency_key,
 )
 from tests.helpers.ledger_crashes import CONFIG, Crash, crash_after_result, lose_the_model_step
-from tests.test_ledger import chain_graph
+from tests.integration.test_ledger import chain_graph
 
 
 class FickleModel(BaseChatModel):

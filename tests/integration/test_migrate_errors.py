@@ -17,7 +17,7 @@ import pytest
 import redis
 
 from langgraph_durable.tools.migration import retry_may_help, why_it_stopped
-from tests.test_migrate import cli
+from tests.integration.test_migrate import cli
 
 
 def test_langgraph_checkpoint_redis_on_plain_redis_says_running_again_will_not_help(

@@ -15,7 +15,7 @@ import redis
 
 from langgraph_durable import RedisSaver
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 PAGES = [README, *sorted((ROOT / "docs").rglob("*.md"))]
 EXAMPLE = re.compile(r"<!-- example: (\w+)[^>]*-->\n```python\n(.*?)```", re.DOTALL)

@@ -27,7 +27,7 @@ from tests.workers.branch_worker import TurnModel, build, make_tools
 
 pytest.importorskip("langchain.agents")
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ESCALATE_EMAIL = {"lookup": "readonly", "charge": "retry", "send_email": "escalate"}
 
 

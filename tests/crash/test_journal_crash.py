@@ -31,7 +31,7 @@ from tests.helpers.ledger_agent import Effects
 
 pytest.importorskip("langchain.agents")
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 Kill = tuple[str, int]
 
 # One schedule per agent and durability: worker i kills itself the NTH time it reaches

@@ -66,7 +66,7 @@ async def test_ledger_on_cluster(cluster_url: str, tmp_path: Path, client: str) 
 
     from langgraph_durable import ToolLedger
     from tests.helpers.ledger_agent import POLICIES, START_INPUT, Effects, answer
-    from tests.test_ledger import Crash, crash_at, crash_graph
+    from tests.integration.test_ledger import Crash, crash_at, crash_graph
 
     effects = Effects(str(tmp_path / "effects"))
     config = {"configurable": {"thread_id": "ledger:{x}"}}
