@@ -175,7 +175,7 @@ def test_demo_on_a_given_server_prints_commands_that_work_without_its_environmen
 def test_server_start_and_the_quickstart_say_once_that_a_server_runs_and_how_to_stop_it(
     tmp_path: Path, embedded: EmbeddedRedis
 ) -> None:
-    from tests.integration.test_readme import EXAMPLES
+    from tests.integration.test_doc_blocks import QUICKSTART
 
     # --data-dir elsewhere than the default: the stop command says which server.
     env = user_env(tmp_path, XDG_DATA_HOME=str(tmp_path / "xdg"))
@@ -198,7 +198,7 @@ def test_server_start_and_the_quickstart_say_once_that_a_server_runs_and_how_to_
     # The README's quickstart on the embedded server (no REDIS_URL): said once too.
     env = user_env(tmp_path)
     first = subprocess.run(
-        [sys.executable, "-c", EXAMPLES["quickstart"]],
+        [sys.executable, "-c", QUICKSTART],
         env=env,
         cwd=tmp_path,
         capture_output=True,
@@ -212,7 +212,7 @@ def test_server_start_and_the_quickstart_say_once_that_a_server_runs_and_how_to_
     assert line.startswith(STARTED) and "`langgraph-durable server stop` stops it" in line
     assert embedded.running_port() is not None
     second = subprocess.run(
-        [sys.executable, "-c", EXAMPLES["quickstart"]],
+        [sys.executable, "-c", QUICKSTART],
         env=env,
         cwd=tmp_path,
         capture_output=True,
