@@ -7,12 +7,14 @@ Owns the operation types and nothing else. Rules every plan keeps:
     only ``ScanKeys`` (and the shell's handling of it) and a batch's ``ahead`` commands
     (the run index, ``runs.py``) cross slots.
   * ``Emit`` is not sent to Redis: the shell hands its item to the caller (listings).
+  * ``Operation`` and ``Note`` are not sent either: they tell the shell's telemetry which
+    saver operation runs (``traced``) and what an operator must notice on the way.
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator
-from dataclasses import dataclass
+from collections.abc import Generator, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
@@ -72,6 +74,38 @@ class Emit(Generic[T]):
     item: T
 
 
+@dataclass(frozen=True)
+class Operation:
+    """The saver operation a plan carries out (its span's name), and where: yielded
+    first, by ``traced``."""
+
+    name: str
+    thread_id: str | None = None
+    checkpoint_ns: str | None = None
+    checkpoint_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Note:
+    """Something an operator must notice (a fallback, a damaged record, a quarantine):
+    a span event and a count. ``lgd.count`` in ``attributes``: how many it stands for."""
+
+    event: str
+    attributes: Mapping[str, Any] = field(default_factory=dict)
+
+
 # What a plan may yield, and a plan: yields Ops, is sent each reply, returns a T.
-Op = Script | Command | Batch | ScanKeys | Emit[Any]
+Op = Script | Command | Batch | ScanKeys | Emit[Any] | Operation | Note
 Plan = Generator[Op, Any, T]
+
+
+def traced(
+    name: str,
+    plan: Plan[T],
+    thread_id: str | None = None,
+    checkpoint_ns: str | None = None,
+    checkpoint_id: str | None = None,
+) -> Plan[T]:
+    """``plan`` as the saver operation ``name``: the shell's telemetry gives it a span."""
+    yield Operation(name, thread_id, checkpoint_ns, checkpoint_id)
+    return (yield from plan)

@@ -1,0 +1,303 @@
+"""What the saver shows OpenTelemetry: a span per operation, events, and metrics.
+
+Owns the one bridge to ``opentelemetry-api`` (the ``otel`` extra). ``create_telemetry``
+gives ``NO_TELEMETRY`` when the API is not installed; with it, spans and instruments come
+from the providers passed or the global ones (no SDK configured: OTel's no-op ones).
+The driver (``driver.py``) opens one ``Scope`` per traced plan (``core/ops.py``'s
+``Operation``), counts its round trips, records read and bytes sent into it, turns each
+``Note`` the plan yields into a span event and a count, and ends it with the
+operation's duration in ``db.client.operation.duration``. Code outside a plan (the
+ledger's replays and escalations, a lease lost while renewing it) calls ``event``: the
+event goes on a short span of its own, under the caller's current span. Rules:
+  * A span is never made the current one: plans run inside generators, and a context
+    attached in one must not leak to the code between its steps. The caller's current
+    span (LangGraph's, the application's) is its parent, sync or async.
+  * Thread ids are recorded as given, hashed (``sha256:`` and 16 hex digits) or not at
+    all (``trace_thread_ids``); nothing of a checkpoint's content is ever recorded.
+  * Without a recording span, no attribute is computed (``Scope.recording``).
+The names, units and attributes are documented in docs/operations/observability.md.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from langgraph_durable.core.errors import (
+    ConfigurationError,
+    LeaseHeldError,
+    LeaseLostError,
+)
+
+ThreadIds = Literal["plain", "hashed", "omit"]
+THREAD_ID_CHOICES = ("plain", "hashed", "omit")
+# OTel's recommended boundaries for db.client.operation.duration (seconds)
+DURATION_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0)
+INSTRUMENTATION = "langgraph_durable"
+
+# event name -> (counter, its unit, its description); every Note and event is counted
+COUNTERS: dict[str, tuple[str, str, str]] = {
+    "lgd.fallback": (
+        "lgd.fallbacks",
+        "{fallback}",
+        "reads that fell back past a damaged newest checkpoint",
+    ),
+    "lgd.record.damaged": ("lgd.records.damaged", "{record}", "damaged records found"),
+    "lgd.quarantine": ("lgd.records.quarantined", "{record}", "records moved to quarantine"),
+    "lgd.replay": (
+        "lgd.ledger.replays",
+        "{call}",
+        "tool and model calls answered from the ledger instead of running again",
+    ),
+    "lgd.escalation.raised": (
+        "lgd.escalations.raised",
+        "{escalation}",
+        "calls whose outcome is unknown, put to a human",
+    ),
+    "lgd.escalation.resolved": (
+        "lgd.escalations.resolved",
+        "{escalation}",
+        "escalations answered",
+    ),
+    "lgd.lease.refused": ("lgd.lease.conflicts", "{conflict}", "leases refused or lost"),
+    "lgd.lease.lost": ("lgd.lease.conflicts", "{conflict}", "leases refused or lost"),
+}
+
+
+@dataclass
+class Scope:
+    """One saver operation in progress: its span (or None) and what it counted."""
+
+    telemetry: Telemetry
+    name: str
+    started: float
+    span: Any = None
+    recording: bool = False
+    round_trips: int = 0
+    records_read: int = 0
+    bytes_written: int = 0
+    attributes: dict[str, Any] = field(default_factory=dict)
+
+    def sent(self, args: Any) -> None:
+        """One round trip, sending ``args`` (the bytes among them are counted)."""
+        self.round_trips += 1
+        if self.recording or self.telemetry.metrics:
+            self.bytes_written += _payload_bytes(args)
+
+    def received(self, reply: Any) -> None:
+        if self.recording:
+            self.records_read += _records_in(reply)
+
+    def note(self, event: str, attributes: Mapping[str, Any]) -> None:
+        """Something an operator must notice: a span event and a count."""
+        if self.recording:
+            self.span.add_event(event, dict(attributes))
+        self.telemetry.count(event, attributes)
+
+    def end(self, error: BaseException | None = None) -> None:
+        self.telemetry.finish(self, error)
+
+
+class Telemetry:
+    """The no-op telemetry; ``OtelTelemetry`` records. Both keep this interface."""
+
+    metrics = False
+
+    def begin(
+        self,
+        name: str,
+        thread_id: str | None = None,
+        checkpoint_ns: str | None = None,
+        checkpoint_id: str | None = None,
+    ) -> Scope | None:
+        return None
+
+    def finish(self, scope: Scope, error: BaseException | None) -> None:
+        """End ``scope``: its span, its duration, its counts."""
+
+    def count(self, event: str, attributes: Mapping[str, Any]) -> None:
+        """Count one ``event`` (``lgd.count`` in its attributes: that many)."""
+
+    def event(self, event: str, attributes: Mapping[str, Any], thread_id: str | None) -> None:
+        """Record ``event`` outside any plan: on a short span of its own, and counted."""
+
+
+NO_TELEMETRY = Telemetry()
+
+
+class OtelTelemetry(Telemetry):
+    """Spans, span events and metrics through ``opentelemetry-api``."""
+
+    def __init__(
+        self,
+        tracer_provider: Any,
+        meter_provider: Any,
+        thread_ids: ThreadIds,
+        server: Mapping[str, Any],
+    ) -> None:
+        from opentelemetry import metrics, trace
+        from opentelemetry.trace import SpanKind, Status, StatusCode
+
+        self._kind, self._status, self._error = SpanKind.CLIENT, Status, StatusCode.ERROR
+        version = _version()
+        self._tracer = trace.get_tracer(INSTRUMENTATION, version, tracer_provider=tracer_provider)
+        meter = metrics.get_meter(INSTRUMENTATION, version, meter_provider=meter_provider)
+        self.metrics = True
+        self._thread_ids = thread_ids
+        self._server = {"db.system.name": "redis", **server}
+        self._duration = meter.create_histogram(
+            "db.client.operation.duration",
+            unit="s",
+            description="Duration of saver operations (each one or more Redis round trips)",
+            explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
+        )
+        self._checkpoints = meter.create_counter(
+            "lgd.checkpoints.written", unit="{checkpoint}", description="checkpoints written"
+        )
+        self._bytes = meter.create_counter(
+            "lgd.bytes.written", unit="By", description="bytes of records sent to Redis"
+        )
+        self._counters = {
+            event: meter.create_counter(name, unit=unit, description=text)
+            for event, (name, unit, text) in COUNTERS.items()
+        }
+
+    def begin(
+        self,
+        name: str,
+        thread_id: str | None = None,
+        checkpoint_ns: str | None = None,
+        checkpoint_id: str | None = None,
+    ) -> Scope:
+        span = self._tracer.start_span(name, kind=self._kind)
+        scope = Scope(self, name, time.perf_counter(), span, span.is_recording())
+        if scope.recording:
+            where = {**self._server, "db.operation.name": name}
+            if thread_id is not None and self._thread_ids != "omit":
+                where["langgraph.thread_id"] = self._thread(thread_id)
+            if checkpoint_ns is not None:
+                where["langgraph.checkpoint_ns"] = checkpoint_ns
+            if checkpoint_id is not None:
+                where["langgraph.checkpoint_id"] = checkpoint_id
+            span.set_attributes(where)
+        return scope
+
+    def finish(self, scope: Scope, error: BaseException | None) -> None:
+        elapsed = time.perf_counter() - scope.started
+        common = {**self._server, "db.operation.name": scope.name}
+        if error is not None:
+            common["error.type"] = type(error).__qualname__
+            self._note_failure(scope, error)
+        self._duration.record(elapsed, common)
+        if scope.bytes_written:
+            self._bytes.add(scope.bytes_written, {"db.operation.name": scope.name})
+        if error is None and scope.name == "put":
+            self._checkpoints.add(1)
+        if scope.recording:
+            scope.span.set_attributes(
+                {
+                    "lgd.round_trips": scope.round_trips,
+                    "lgd.records_read": scope.records_read,
+                    "lgd.bytes_written": scope.bytes_written,
+                    **scope.attributes,
+                }
+            )
+            if error is not None:
+                scope.span.record_exception(error)
+                scope.span.set_status(self._status(self._error, type(error).__qualname__))
+        scope.span.end()
+
+    def _note_failure(self, scope: Scope, error: BaseException) -> None:
+        if isinstance(error, LeaseHeldError):
+            scope.note("lgd.lease.refused", {"lgd.lease.holder": str(error.holder or "")})
+        elif isinstance(error, LeaseLostError):
+            scope.note("lgd.lease.lost", {"lgd.lease.token": str(error.token)})
+
+    def count(self, event: str, attributes: Mapping[str, Any]) -> None:
+        counter = self._counters.get(event)
+        if counter is not None:
+            amount = attributes.get("lgd.count", 1)
+            counter.add(amount if isinstance(amount, int) and amount > 0 else 1, _kind(event))
+
+    def event(self, event: str, attributes: Mapping[str, Any], thread_id: str | None) -> None:
+        scope = self.begin(event, thread_id)
+        scope.note(event, attributes)
+        scope.span.end()
+
+    def _thread(self, thread_id: str) -> str:
+        if self._thread_ids == "hashed":
+            return "sha256:" + hashlib.sha256(thread_id.encode()).hexdigest()[:16]
+        return thread_id
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("langgraph-durable")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree
+        return "0+unknown"
+
+
+def _kind(event: str) -> dict[str, str]:
+    """The attribute telling apart events that share a counter (lease refused or lost)."""
+    if event.startswith("lgd.lease."):
+        return {"lgd.lease.outcome": event.rsplit(".", 1)[1]}
+    return {}
+
+
+def create_telemetry(
+    tracer_provider: Any = None,
+    meter_provider: Any = None,
+    *,
+    trace_thread_ids: str = "plain",
+    server: Mapping[str, Any] | None = None,
+    importer: Callable[[str], Any] | None = None,
+) -> Telemetry:
+    """``OtelTelemetry`` if ``opentelemetry-api`` is installed, else ``NO_TELEMETRY``."""
+    if trace_thread_ids not in THREAD_ID_CHOICES:
+        raise ConfigurationError(
+            f"trace_thread_ids must be one of {', '.join(THREAD_ID_CHOICES)}, "
+            f"got {trace_thread_ids!r}"
+        )
+    try:
+        (importer or __import__)("opentelemetry.trace")
+    except ImportError:
+        return NO_TELEMETRY
+    return OtelTelemetry(tracer_provider, meter_provider, trace_thread_ids, server or {})  # type: ignore[arg-type]
+
+
+def server_attributes(connection_kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """OTel's ``server.*`` and ``db.namespace`` from a redis-py pool's connection kwargs."""
+    found: dict[str, Any] = {}
+    if host := connection_kwargs.get("host"):
+        found["server.address"] = str(host)
+    if port := connection_kwargs.get("port"):
+        found["server.port"] = int(port)
+    if (db := connection_kwargs.get("db")) is not None:
+        found["db.namespace"] = str(db)
+    return found
+
+
+def _payload_bytes(args: Any) -> int:
+    """The bytes among a round trip's arguments (nested one level for batches)."""
+    total = 0
+    for arg in _flat(args):
+        if isinstance(arg, bytes | bytearray | memoryview):
+            total += len(arg)
+    return total
+
+
+def _records_in(reply: Any) -> int:
+    """The non-empty bulk strings in a reply (nested replies flattened)."""
+    return sum(1 for item in _flat(reply) if isinstance(item, bytes) and item)
+
+
+def _flat(value: Any, depth: int = 0) -> Iterator[Any]:
+    if isinstance(value, list | tuple) and depth < 4:
+        for item in value:
+            yield from _flat(item, depth + 1)
+    else:
+        yield value

@@ -1,0 +1,150 @@
+"""io/telemetry.py with the real OpenTelemetry SDK (in-memory exporter and reader): the
+span of one operation, its attributes and events, the metrics, thread ids hashed or left
+out, and nothing at all when opentelemetry-api is missing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+pytest.importorskip("opentelemetry.sdk")
+
+from opentelemetry import trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, StatusCode
+
+from langgraph_durable.core.errors import ConfigurationError, LeaseHeldError
+from langgraph_durable.io.telemetry import (
+    NO_TELEMETRY,
+    OtelTelemetry,
+    create_telemetry,
+    server_attributes,
+)
+
+SERVER = server_attributes({"host": "127.0.0.1", "port": 6390, "db": 0})
+
+
+class Recorded:
+    def __init__(self, thread_ids: str = "plain") -> None:
+        self.spans = InMemorySpanExporter()
+        self.tracer_provider = tracer_provider = TracerProvider()
+        tracer_provider.add_span_processor(SimpleSpanProcessor(self.spans))
+        self.reader = InMemoryMetricReader()
+        self.telemetry = create_telemetry(
+            tracer_provider,
+            MeterProvider(metric_readers=[self.reader]),
+            trace_thread_ids=thread_ids,
+            server=SERVER,
+        )
+
+    def metrics(self) -> dict[str, list[Any]]:
+        found: dict[str, list[Any]] = {}
+        data = self.reader.get_metrics_data()
+        for resource in data.resource_metrics if data else ():
+            for scope in resource.scope_metrics:
+                for metric in scope.metrics:
+                    found.setdefault(metric.name, []).extend(metric.data.data_points)
+        return found
+
+
+def test_one_operation_is_one_client_span_with_the_database_conventions() -> None:
+    rec = Recorded()
+    scope = rec.telemetry.begin("put", "thread-1", "", "cp-1")
+    scope.sent(("EVALSHA", "abc", 2, b"x" * 100, [b"y" * 20, "text"]))
+    scope.received([b"OK", None, [b"record", b""]])
+    scope.note("lgd.fallback", {"lgd.skipped": 1})
+    scope.end()
+    (span,) = rec.spans.get_finished_spans()
+    assert span.name == "put" and span.kind is SpanKind.CLIENT
+    attrs = dict(span.attributes)
+    assert attrs["db.system.name"] == "redis" and attrs["db.operation.name"] == "put"
+    assert (attrs["server.address"], attrs["server.port"], attrs["db.namespace"]) == (
+        "127.0.0.1",
+        6390,
+        "0",
+    )
+    assert attrs["langgraph.thread_id"] == "thread-1"
+    assert attrs["langgraph.checkpoint_id"] == "cp-1"
+    assert (attrs["lgd.round_trips"], attrs["lgd.records_read"], attrs["lgd.bytes_written"]) == (
+        1,
+        2,
+        120,
+    )
+    assert [(e.name, dict(e.attributes)) for e in span.events] == [
+        ("lgd.fallback", {"lgd.skipped": 1})
+    ]
+    metrics = rec.metrics()
+    (duration,) = metrics["db.client.operation.duration"]
+    assert duration.count == 1 and duration.attributes["db.operation.name"] == "put"
+    assert [p.value for p in metrics["lgd.checkpoints.written"]] == [1]
+    assert [p.value for p in metrics["lgd.bytes.written"]] == [120]
+    assert [p.value for p in metrics["lgd.fallbacks"]] == [1]
+
+
+def test_a_failed_operation_is_an_error_span_and_a_refused_lease_a_conflict() -> None:
+    rec = Recorded()
+    scope = rec.telemetry.begin("acquire_lease", "thread-1")
+    scope.end(LeaseHeldError(thread_id="thread-1", holder="host:1:ab", expires_in=3.0))
+    (span,) = rec.spans.get_finished_spans()
+    assert span.status.status_code is StatusCode.ERROR
+    assert [e.name for e in span.events] == ["lgd.lease.refused", "exception"]
+    metrics = rec.metrics()
+    (conflict,) = metrics["lgd.lease.conflicts"]
+    assert conflict.value == 1 and dict(conflict.attributes) == {"lgd.lease.outcome": "refused"}
+    (duration,) = metrics["db.client.operation.duration"]
+    assert duration.attributes["error.type"] == "LeaseHeldError"
+    assert "lgd.checkpoints.written" not in metrics
+
+
+@pytest.mark.parametrize(
+    ("choice", "expected"), [("hashed", "sha256:"), ("omit", None), ("plain", "t-9")]
+)
+def test_thread_ids_are_recorded_as_given_hashed_or_not_at_all(
+    choice: str, expected: str | None
+) -> None:
+    rec = Recorded(choice)
+    rec.telemetry.begin("get_tuple", "t-9").end()
+    (span,) = rec.spans.get_finished_spans()
+    recorded = span.attributes.get("langgraph.thread_id")
+    if expected is None:
+        assert recorded is None
+    else:
+        assert recorded is not None and recorded.startswith(expected)
+        assert choice != "hashed" or ("t-9" not in recorded and len(recorded) == 23)
+
+
+def test_an_event_outside_a_plan_is_a_short_span_under_the_callers_span() -> None:
+    rec = Recorded()
+    app = rec.tracer_provider.get_tracer("the-application")
+    with app.start_as_current_span("tools"):
+        rec.telemetry.event("lgd.replay", {"lgd.call.name": "charge"}, "thread-1")
+    replay, parent = rec.spans.get_finished_spans()
+    assert parent.name == "tools" and replay.parent.span_id == parent.context.span_id
+    assert [e.name for e in replay.events] == ["lgd.replay"]
+    assert [p.value for p in rec.metrics()["lgd.ledger.replays"]] == [1]
+
+
+def test_without_opentelemetry_nothing_is_recorded() -> None:
+    def missing(name: str) -> None:
+        raise ImportError(name)
+
+    assert create_telemetry(importer=missing) is NO_TELEMETRY
+    assert NO_TELEMETRY.begin("put", "t") is None
+    with pytest.raises(ConfigurationError, match="trace_thread_ids"):
+        create_telemetry(trace_thread_ids="sometimes")
+
+
+def test_without_an_sdk_the_global_providers_record_nothing() -> None:
+    telemetry = create_telemetry()  # the global providers: no SDK set in this process
+    assert isinstance(telemetry, OtelTelemetry)
+    if not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+        pytest.skip("another test set a global tracer provider")
+    scope = telemetry.begin("put", "t")
+    assert not scope.recording
+    scope.sent((b"x",))
+    scope.end()
