@@ -7,7 +7,7 @@ runs: only ``demo`` and ``server start`` start it), ``--cluster``, ``--key-prefi
 ``LGD_SIGNING_KEY``). ``--version`` prints the installed version.
 
 Safe to point at production: inspection (``threads``, ``history``, ``show``, ``ledger``,
-``verify``) never writes (the saver is opened with ``repair_on_read=False`` and the
+``timeline``, ``verify``) never writes (the saver is opened with ``repair_on_read=False`` and the
 default, strict serde); damage is quarantined only by ``verify --repair``. Every error is
 one line on stderr (a connection, authentication or URL error: exit code 2, its password
 masked), never a traceback.
@@ -23,6 +23,7 @@ from langgraph_durable.cli.maintenance import resign, verify
 from langgraph_durable.cli.migrate import migrate
 from langgraph_durable.cli.operators import drop, escalations, resolve
 from langgraph_durable.cli.server import demo, server
+from langgraph_durable.cli.timeline import timeline
 
 __all__ = ["cli", "main"]
 
@@ -39,6 +40,7 @@ for command in (
     history,
     show,
     ledger,
+    timeline,
     escalations,
     resolve,
     drop,

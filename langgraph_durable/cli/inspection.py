@@ -65,7 +65,7 @@ def threads(redis_url: str | None, key_prefix: str, as_json: bool) -> None:
     )
 
 
-def _require_thread(saver: RedisSaver, thread: str, key_prefix: str) -> None:
+def require_thread(saver: RedisSaver, thread: str, key_prefix: str) -> None:
     """Exit 1 naming the thread when Redis holds no key of it (a typo, another prefix)."""
     if not saver.drive(thread_exists(saver.keys, thread)):
         raise click.ClickException(f"no such thread {thread!r} (key prefix {key_prefix!r})")
@@ -89,7 +89,7 @@ def history(redis_url: str | None, key_prefix: str, as_json: bool, thread: str) 
             for t in saver.list({"configurable": {"thread_id": thread}})
         ]
         if not rows:
-            _require_thread(saver, thread, key_prefix)
+            require_thread(saver, thread, key_prefix)
     out_table(
         as_json,
         rows,
@@ -126,7 +126,7 @@ def show(
             raise click.ClickException(str(exc)) from None
         report = saver.recovery_report(thread)
         if found is None:
-            _require_thread(saver, thread, key_prefix)
+            require_thread(saver, thread, key_prefix)
     if found is None and checkpoint:  # the thread exists; this checkpoint of it does not
         raise click.ClickException(
             f"unknown checkpoint {checkpoint!r}: thread {thread!r} exists (key prefix "
@@ -184,7 +184,7 @@ def ledger(redis_url: str | None, key_prefix: str, as_json: bool, thread: str) -
     with open_saver(redis_url, key_prefix) as saver:
         entries = ToolLedger(saver).entries(thread)
         if not entries:
-            _require_thread(saver, thread, key_prefix)
+            require_thread(saver, thread, key_prefix)
     rows = [
         {
             "step": e.step,

@@ -373,6 +373,12 @@ class KeySchema:
     def quarantine_field(self, kind: str, field: str) -> str:
         return _join(kind, field)
 
+    @staticmethod
+    def parse_quarantine_field(name: str | bytes) -> tuple[str, str]:
+        """(kind, the record's field) of a quarantine entry's name."""
+        kind, *field = _split(name if isinstance(name, str) else name.decode("utf-8", "replace"))
+        return kind, SEP.join(field)
+
     # -- record identity (what the envelope's checksum binds a record to) ---------------
     @staticmethod
     def identity(kind: str, thread_id: str, field: str | bytes) -> bytes:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import msgpack
+
 from langgraph_durable.core.keys import SEP, KeySchema
 from langgraph_durable.core.ops import Batch, Command, Plan
 
@@ -50,3 +52,40 @@ def _owner(lease: object) -> str | None:
         return None
     raw = lease if isinstance(lease, bytes) else str(lease).encode()
     return raw.split(SEP.encode(), 1)[0].decode(errors="replace")
+
+
+@dataclass(frozen=True)
+class Quarantined:
+    kind: str  # cp, w, v, el, lg...: the kind of record (keys.py)
+    field: str  # which record of that kind, as the quarantine names it
+    reason: str  # why it was moved aside
+
+
+MAX_QUARANTINE_SHOWN = 500
+
+
+def quarantined(keys: KeySchema, thread_id: str) -> Plan[list[Quarantined]]:
+    """The records of the thread moved to quarantine and why, in one round trip (at
+    most ``MAX_QUARANTINE_SHOWN``). The stored bytes are read as data only: a value
+    that is not what the quarantine script writes shows as ``"unreadable"``."""
+    tk = keys.thread(thread_id)
+    (found,) = yield Batch([("HGETALL", tk.qt)], errors_as_values=True)
+    if isinstance(found, Exception):
+        return [Quarantined("?", "?", "damaged: the quarantine key holds another type")]
+    items = found.items() if isinstance(found, dict) else zip(found[::2], found[1::2])
+    shown = []
+    for name, value in sorted(items)[:MAX_QUARANTINE_SHOWN]:
+        kind, field = keys.parse_quarantine_field(name)
+        shown.append(Quarantined(kind, field, _reason(value)))
+    return shown
+
+
+def _reason(value: object) -> str:
+    try:
+        # Lua's cmsgpack packs the record's bytes as a msgpack str: read them raw
+        unpacked = msgpack.unpackb(value, raw=True, max_array_len=2, max_map_len=0)
+    except Exception:  # noqa: BLE001 - stored bytes: anything may be there
+        return "unreadable"
+    if isinstance(unpacked, list) and unpacked and isinstance(unpacked[0], bytes):
+        return unpacked[0].decode("utf-8", "replace")
+    return "unreadable"
