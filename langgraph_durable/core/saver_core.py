@@ -19,6 +19,7 @@ Where each concern lives:
   ``fallback.py``     ``get_tuple``: the newest checkpoint that verifies, reported
   ``listing.py``      ``list``
   ``writes.py``       ``put``, ``put_writes``
+  ``round_trips.py``  a write's round trip: replicas' acknowledgements, repair, errors
   ``retention.py``    ``keep_last``, guarded deletions
   ``threads.py``      ``delete_thread``, ``copy_thread``, ``prune``, ``delete_for_runs``
   ``verify.py``       ``verify``
@@ -48,6 +49,7 @@ from langgraph_durable.core import (
     fencing,
     listing,
     reads,
+    round_trips,
     threads,
     verify,
     writes,
@@ -93,10 +95,10 @@ class SaverCore(PlanContext):
     def write_round_trip(
         self, commands: list[Any], raising: bool = False, **batch: Any
     ) -> Plan[tuple[list[Any], Any]]:
-        return writes.write_round_trip(self, commands, raising, **batch)
+        return round_trips.write_round_trip(self, commands, raising, **batch)
 
     def replicated(self, tk: ThreadKeys, acked: Any) -> None:
-        writes.replicated(self, tk, acked)
+        round_trips.replicated(self, tk, acked)
 
     def all_thread_ids(self) -> Plan[list[str]]:
         return reads.all_thread_ids(self)

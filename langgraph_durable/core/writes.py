@@ -16,8 +16,8 @@ Owns the write conversation. Rules it keeps:
     never built on; a key of the wrong type is moved to its damaged twin and the write
     sent again (``LGD_REPAIR``).
   * With ``wait_for_replicas``, the write is acknowledged by that many replicas or
-    ``NotReplicatedError`` says it was not: WAIT goes in the write's own round trip, on
-    the connection that wrote (it counts that connection's writes).
+    ``NotReplicatedError`` says it was not (``round_trips.py``: WAIT goes in the
+    write's own round trip, on the connection that wrote).
 """
 
 from __future__ import annotations
@@ -36,15 +36,23 @@ from langgraph.checkpoint.base import (
     get_serializable_checkpoint_metadata,
 )
 
-from langgraph_durable.core import codec, inputs, reads, reply_codes, retention, saved_here
+from langgraph_durable.core import (
+    codec,
+    inputs,
+    reads,
+    reply_codes,
+    retention,
+    round_trips,
+    saved_here,
+)
 from langgraph_durable.core.context import PlanContext
 from langgraph_durable.core.elements import ElementCache
-from langgraph_durable.core.errors import InvalidConfigError, NotReplicatedError
+from langgraph_durable.core.errors import InvalidConfigError
 from langgraph_durable.core.fencing import held_token
 from langgraph_durable.core.heads import sealed_head
 from langgraph_durable.core.inputs import configurable
 from langgraph_durable.core.keys import ThreadKeys
-from langgraph_durable.core.ops import Batch, Plan, Script
+from langgraph_durable.core.ops import Plan, Script
 from langgraph_durable.core.records import (
     NO_VALUE,
     DecodedCheckpoint,
@@ -154,7 +162,7 @@ def put(
         # without an expiry.
         sent = [*(d for d, _ in elements), *(f for f, _ in blobs)]
         script = Script("put_checkpoint", tk.for_writes(), [*args, "sent", *sent, *head])
-        replies, acked = yield from write_round_trip(
+        replies, acked = yield from round_trips.write_round_trip(
             ctx,
             [
                 *(("HSET", tk.el, d, e) for d, e in elements),
@@ -209,18 +217,20 @@ def put(
     for reply in replies[:-1]:  # a value refused (out of memory...): say why, typed
         if isinstance(reply, Exception) and not reply_codes.is_wrong_type(reply):
             raise reply
-    in_namespace, acked = yield from _write_reply(ctx, tk, script, replies[-1], acked)
+    in_namespace, acked = yield from round_trips.write_reply(ctx, tk, script, replies[-1], acked)
     if in_namespace == -1:  # a hash has the wrong type: repair, values inline
         pairs = [x for pair in (*elements, *blobs, *remade) for x in pair]
         inline = Script("put_checkpoint", tk.with_twins(), [*args, "inline", *pairs, *head])
-        (in_namespace,), acked = yield from write_round_trip(ctx, [inline], raising=True)
+        (in_namespace,), acked = yield from round_trips.write_round_trip(
+            ctx, [inline], raising=True
+        )
     ctx.newest_versions.remember(
         (thread_id, ns), checkpoint.get("channel_versions", {}), checkpoint["id"], manifests
     )
     ctx.recent_fields.recall(
         thread_id, ns, checkpoint["id"], [*named, *unwritten, *(f for f, _ in blobs)]
     )
-    replicated(ctx, tk, acked)
+    round_trips.replicated(ctx, tk, acked)
     keep_last = ctx.keep_last
     if keep_last and in_namespace > keep_last + max(4, keep_last // 4):
         # Amortized retention: one collection per keep_last/4 puts, not one per put.
@@ -335,52 +345,9 @@ def put_writes(
             *triples,
         ]
         script = Script("put_writes", tk.for_writes(), args)
-        (reply,), acked = yield from write_round_trip(ctx, [script])
-        _, acked = yield from _write_reply(ctx, tk, script, reply, acked)
-        replicated(ctx, tk, acked)
-
-
-def write_round_trip(
-    ctx: PlanContext, commands: list[Any], raising: bool = False, **batch: Any
-) -> Plan[tuple[list[Any], Any]]:
-    """One write round trip: its replies (errors as values unless ``raising``) and,
-    with ``wait_for_replicas``, the replicas that acknowledged it (WAIT rides on the
-    connection that wrote: it counts that connection's writes)."""
-    wait = (ctx.wait_for_replicas, ctx.replica_timeout_ms) if ctx.wait_for_replicas else None
-    replies = yield Batch(commands, errors_as_values=not raising, wait_replicas=wait, **batch)
-    return (replies[:-1], replies[-1]) if wait else (replies, None)
-
-
-def _write_reply(
-    ctx: PlanContext, tk: ThreadKeys, script: Script, reply: Any, acked: Any
-) -> Plan[tuple[Any, Any]]:
-    """A write script's reply (and acknowledgements). One that found a key of the wrong
-    type (LGD_REPAIR) is sent again with the damaged twins to move it to; other errors
-    are raised, typed."""
-    if reply_codes.needs_repair(reply):
-        again = Script(script.name, tk.with_twins(), script.args)
-        (reply,), acked = yield from write_round_trip(ctx, [again], raising=True)
-        return reply, acked
-    if isinstance(reply, Exception):
-        raise reply_codes.typed(ctx.keys, script, reply)
-    return reply, acked
-
-
-def replicated(ctx: PlanContext, tk: ThreadKeys, acked: Any) -> None:
-    """With ``wait_for_replicas``: the write just made reached that many replicas
-    (WAIT after the last write round trip covers every write before it: replicas
-    acknowledge one replication stream in order)."""
-    if not ctx.wait_for_replicas:
-        return
-    if isinstance(acked, Exception):  # WAIT refused (an ACL without it, a replica)
-        raise acked
-    if int(acked) < ctx.wait_for_replicas:
-        raise NotReplicatedError(
-            thread_id=tk.thread_id,
-            wanted=ctx.wait_for_replicas,
-            acknowledged=int(acked),
-            timeout_ms=ctx.replica_timeout_ms,
-        )
+        (reply,), acked = yield from round_trips.write_round_trip(ctx, [script])
+        _, acked = yield from round_trips.write_reply(ctx, tk, script, reply, acked)
+        round_trips.replicated(ctx, tk, acked)
 
 
 def _unsent(
