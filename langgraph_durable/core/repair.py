@@ -2,7 +2,8 @@
 
 Owns the choice of what a repair moves, so that reads can be opened without ever
 writing (``repair_on_read=False``, as the command line does) and damage is moved only
-when asked (``langgraph-durable verify --repair``). A plan over the plan context (``context.py``), like every plan here.
+when asked (``langgraph-durable verify --repair``). A plan over the plan context
+(``context.py``), like every plan here.
 """
 
 from __future__ import annotations
