@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TypeVar
 
+from langgraph_durable.core.context import PlanContext
 from langgraph_durable.core.errors import LeaseHeldError
-from langgraph_durable.core.keys import KeySchema
 from langgraph_durable.core.ops import Plan, Script
 from langgraph_durable.core.records import as_text
 
@@ -78,31 +78,28 @@ def new_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
-class FencingPlans:
-    """The lease plans of ``SaverCore``: one script call each."""
+def _lease_script(ctx: PlanContext, lease: Lease, op: str, token: str = "") -> Script:
+    args = [op, lease.owner, max(1, round(lease.ttl * 1000)), token, ctx.ttl_arg]
+    return Script("lease", ctx.keys.thread(lease.thread_id).for_writes(), args)
 
-    keys: KeySchema
-    ttl_arg: int
 
-    def _lease_script(self, lease: Lease, op: str, token: str = "") -> Script:
-        args = [op, lease.owner, max(1, round(lease.ttl * 1000)), token, self.ttl_arg]
-        return Script("lease", self.keys.thread(lease.thread_id).for_writes(), args)
+def acquire_lease(ctx: PlanContext, lease: Lease) -> Plan[str]:
+    """The new fencing token, or LeaseHeldError naming the worker that holds it."""
+    reply = yield _lease_script(ctx, lease, "acquire")
+    if int(reply[0]) == 1:
+        return as_text(reply[1])
+    raise LeaseHeldError(
+        thread_id=lease.thread_id,
+        holder=as_text(reply[1]),
+        expires_in=max(int(reply[2]), 0) / 1000,
+    )
 
-    def acquire_lease(self, lease: Lease) -> Plan[str]:
-        """The new fencing token, or LeaseHeldError naming the worker that holds it."""
-        reply = yield self._lease_script(lease, "acquire")
-        if int(reply[0]) == 1:
-            return as_text(reply[1])
-        raise LeaseHeldError(
-            thread_id=lease.thread_id,
-            holder=as_text(reply[1]),
-            expires_in=max(int(reply[2]), 0) / 1000,
-        )
 
-    def renew_lease(self, lease: Lease) -> Plan[bool]:
-        """True while ``lease.token`` is still the thread's lease; False once taken over."""
-        return bool((yield self._lease_script(lease, "renew", lease.token)))
+def renew_lease(ctx: PlanContext, lease: Lease) -> Plan[bool]:
+    """True while ``lease.token`` is still the thread's lease; False once taken over."""
+    return bool((yield _lease_script(ctx, lease, "renew", lease.token)))
 
-    def release_lease(self, lease: Lease) -> Plan[bool]:
-        """Give the lease up early; False if it was no longer ours."""
-        return bool((yield self._lease_script(lease, "release", lease.token)))
+
+def release_lease(ctx: PlanContext, lease: Lease) -> Plan[bool]:
+    """Give the lease up early; False if it was no longer ours."""
+    return bool((yield _lease_script(ctx, lease, "release", lease.token)))

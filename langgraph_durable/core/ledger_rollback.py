@@ -21,21 +21,18 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING
 
 import msgpack
 
+from langgraph_durable.core.context import PlanContext
 from langgraph_durable.core.errors import RecordDamagedError
 from langgraph_durable.core.keys import LEDGER_RECORD, KeySchema, ThreadKeys
 from langgraph_durable.core.ops import Batch, Plan
 
-if TYPE_CHECKING:
-    from langgraph_durable.core.codec import RecordCodec
-
 logger = logging.getLogger("langgraph_durable")
 
 
-def void_runs(codec: RecordCodec, tk: ThreadKeys, run_ids: set[str]) -> Plan[None]:
+def void_runs(ctx: PlanContext, tk: ThreadKeys, run_ids: set[str]) -> Plan[None]:
     """Record that ``run_ids`` were rolled back in the thread ``tk`` (one round trip).
 
     Written without a fencing token, as the deletion of the runs' checkpoints is: a
@@ -44,9 +41,9 @@ def void_runs(codec: RecordCodec, tk: ThreadKeys, run_ids: set[str]) -> Plan[Non
     body = msgpack.packb({"v": 1, "at": time.time(), "why": "rolled back"})
     for run_id in sorted(run_ids):
         field = KeySchema.ledger_void_field(run_id)
-        record = codec.envelope.seal(KeySchema.identity(LEDGER_RECORD, tk.thread_id, field), body)
+        record = ctx.envelope.seal(KeySchema.identity(LEDGER_RECORD, tk.thread_id, field), body)
         commands += [("HSET", tk.lg, field, record), ("ZADD", tk.lgx, 0, field)]
-    ttl = codec.ttl_arg
+    ttl = ctx.ttl_arg
     if ttl:
         commands += [("EXPIRE", tk.lg, ttl), ("EXPIRE", tk.lgx, ttl)]
     replies = yield Batch(commands, errors_as_values=True)
@@ -61,7 +58,7 @@ def void_runs(codec: RecordCodec, tk: ThreadKeys, run_ids: set[str]) -> Plan[Non
             return
 
 
-def voided_runs(codec: RecordCodec, thread_id: str, flat: list[bytes]) -> set[str]:
+def voided_runs(ctx: PlanContext, thread_id: str, flat: list[bytes]) -> set[str]:
     """The runs the void records ``flat`` (field, record, ...) name, verified first."""
     runs = set()
     for i in range(0, len(flat), 2):
@@ -70,7 +67,7 @@ def voided_runs(codec: RecordCodec, thread_id: str, flat: list[bytes]) -> set[st
         if run_id is None or not record:
             continue
         try:
-            raw = codec.envelope.open(KeySchema.identity(LEDGER_RECORD, thread_id, field), record)
+            raw = ctx.envelope.open(KeySchema.identity(LEDGER_RECORD, thread_id, field), record)
             body = msgpack.unpackb(raw, raw=False)
             if not isinstance(body, dict) or body.get("v") != 1:
                 raise RecordDamagedError("undecodable body")

@@ -2,19 +2,18 @@
 
 Owns the choice of what a repair moves, so that reads can be opened without ever
 writing (``repair_on_read=False``, as the command line does) and damage is moved only
-when asked (``langgraph-durable verify --repair``). A plan, like those of ``SaverCore``.
+when asked (``langgraph-durable verify --repair``). A plan over the plan context
+(``context.py``), like every plan here.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
+from langgraph_durable.core import verify
+from langgraph_durable.core.context import PlanContext
 from langgraph_durable.core.ops import Batch, Plan, Script
 from langgraph_durable.core.records import NOT_INDEXED, may_be_configuration, member_label
-
-if TYPE_CHECKING:
-    from langgraph_durable.core.saver_core import SaverCore
 
 
 @dataclass
@@ -27,7 +26,7 @@ class RepairReport:
     reindexed: int = 0  # intact records put back into their index
 
 
-def repair(core: SaverCore, thread_id: str) -> Plan[RepairReport]:
+def repair(ctx: PlanContext, thread_id: str) -> Plan[RepairReport]:
     """Verify the thread, then quarantine every damaged record it found, as a read with
     ``repair_on_read`` would: a checkpoint with a damaged or missing record or channel
     value, the damaged value itself, every pending write of a task with a damaged write
@@ -35,8 +34,8 @@ def repair(core: SaverCore, thread_id: str) -> Plan[RepairReport]:
     saver cannot have written. Intact records missing from their index are put back
     into it. Left alone: failures that may be this reader's configuration (a bad
     signature: a missing or wrong ``signing_key``)."""
-    tk = core.keys.thread(str(thread_id))
-    found = yield from core.verify(thread_id)
+    tk = ctx.keys.thread(str(thread_id))
+    found = yield from verify.verify(ctx, thread_id)
     result = RepairReport(tk.thread_id)
     if not found.findings:
         return result
@@ -55,7 +54,7 @@ def repair(core: SaverCore, thread_id: str) -> Plan[RepairReport]:
             reindex = True
         elif finding.kind == "write" or (finding.kind == "index" and finding.key == tk.wix):
             moves.setdefault(("wr", finding.field), finding.reason)
-            for sibling in _siblings(core, finding.field, writes):
+            for sibling in _siblings(ctx, finding.field, writes):
                 moves.setdefault(("wr", sibling), f"sibling of a damaged write: {finding.reason}")
         elif finding.kind == "channel value" and finding.checkpoint_id is None:
             moves.setdefault(("bl", finding.field), finding.reason)
@@ -66,25 +65,25 @@ def repair(core: SaverCore, thread_id: str) -> Plan[RepairReport]:
     args: list[str | bytes] = []
     for (kind, field_), reason in sorted(moves.items()):
         stored = bytes.fromhex(field_) if kind == "el" else field_  # elements: raw digests
-        args += [kind, stored, core.keys.quarantine_field(kind, field_), reason]
+        args += [kind, stored, ctx.keys.quarantine_field(kind, field_), reason]
         result.moved.append((kind, field_, reason))
     if args:
-        yield Script("quarantine", tk.with_twins(), [core.ttl_arg, *args])
+        yield Script("quarantine", tk.with_twins(), [ctx.ttl_arg, *args])
     if reindex:  # after the quarantine: a damaged record must not be indexed again
-        result.reindexed = yield Script("reindex", tk.with_twins(), [core.ttl_arg])
+        result.reindexed = yield Script("reindex", tk.with_twins(), [ctx.ttl_arg])
     return result
 
 
-def _siblings(core: SaverCore, write_member: str, writes: set[str]) -> list[str]:
+def _siblings(ctx: PlanContext, write_member: str, writes: set[str]) -> list[str]:
     """The other writes of the same task of the same checkpoint."""
     try:
-        own = core.keys.parse_write_member(write_member)
+        own = ctx.keys.parse_write_member(write_member)
     except ValueError:  # MALFORMED: no task to go with it
         return []
     siblings = []
     for other in writes:
         try:
-            parsed = core.keys.parse_write_member(other)
+            parsed = ctx.keys.parse_write_member(other)
         except ValueError:
             continue
         same = (parsed.checkpoint_ns, parsed.checkpoint_id, parsed.task_id)

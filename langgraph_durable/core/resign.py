@@ -18,21 +18,19 @@ collected as retention collects (guarded by the write generation).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgpack
 
-from langgraph_durable.core import elements
-from langgraph_durable.core.ops import Batch, Plan, Script
-from langgraph_durable.core.records import member_label
-from langgraph_durable.core.reports import Finding
-
-if TYPE_CHECKING:
-    from langgraph_durable.core.saver_core import SaverCore
+from langgraph_durable.core import elements, reads, retention
+from langgraph_durable.core.context import PlanContext
 from langgraph_durable.core.envelope import Envelope
 from langgraph_durable.core.errors import RecordDamagedError
 from langgraph_durable.core.heads import newest_by_namespace, sealed_head
 from langgraph_durable.core.keys import KeySchema
+from langgraph_durable.core.ops import Batch, Plan, Script
+from langgraph_durable.core.records import member_label
+from langgraph_durable.core.reports import Finding
 
 _HASHES = ("cp", "wr", "bl", "lg", "head")  # record kinds, as bound into their identity
 _CHUNK = 256  # records per script call: big values pass through Lua, keep calls short
@@ -52,15 +50,15 @@ class ResignReport:
         return not self.skipped
 
 
-def resign_thread(core: SaverCore, thread_id: str, *, from_unsigned: bool) -> Plan[ResignReport]:
-    tk = core.keys.thread(thread_id)
+def resign_thread(ctx: PlanContext, thread_id: str, *, from_unsigned: bool) -> Plan[ResignReport]:
+    tk = ctx.keys.thread(thread_id)
     report = ResignReport(tk.thread_id)
     *replies, stored_elements = yield Batch(
         [*(("HGETALL", getattr(tk, kind)) for kind in _HASHES), ("HGETALL", tk.el)],
         errors_as_values=True,
     )
-    rekey = _Rekey(core.element_keys, stored_elements if isinstance(stored_elements, dict) else {})
-    checksum_only = Envelope(None, core.envelope.key_prefix) if from_unsigned else None
+    rekey = _Rekey(ctx.element_keys, stored_elements if isinstance(stored_elements, dict) else {})
+    checksum_only = Envelope(None, ctx.envelope.key_prefix) if from_unsigned else None
     pending: list[Any] = []
     trusted: list[Any] = []  # checkpoint members whose record verifies
     for kind, records in zip(_HASHES, replies):
@@ -71,25 +69,25 @@ def resign_thread(core: SaverCore, thread_id: str, *, from_unsigned: bool) -> Pl
         for raw_field, record in records.items():
             field_ = member_label(raw_field)
             identity = KeySchema.identity(kind, tk.thread_id, field_)
-            if core.envelope.is_current(record):
+            if ctx.envelope.is_current(record):
                 # A current manifest may still name digests of an older key (written
                 # while both keys were configured): re-keyed too.
                 if kind in ("bl", "wr") and elements.PACKED_MARK in record:
                     try:
-                        body = core.envelope.open(identity, record)
+                        body = ctx.envelope.open(identity, record)
                     except RecordDamagedError as exc:
                         report.skipped.append(Finding(_KIND_NAMES[kind], key, field_, exc.reason))
                         continue
                     rekeyed = rekey.body(kind, body)
                     if rekeyed is not body:
-                        pending += [kind, raw_field, record, core.envelope.seal(identity, rekeyed)]
+                        pending += [kind, raw_field, record, ctx.envelope.seal(identity, rekeyed)]
                         continue
                 report.current += 1
                 if kind == "cp":
                     trusted.append(raw_field)
                 continue
             try:
-                body = _open(core.envelope, checksum_only, identity, record)
+                body = _open(ctx.envelope, checksum_only, identity, record)
             except RecordDamagedError as exc:
                 report.skipped.append(Finding(_KIND_NAMES[kind], key, field_, exc.reason))
                 continue
@@ -97,28 +95,28 @@ def resign_thread(core: SaverCore, thread_id: str, *, from_unsigned: bool) -> Pl
                 body = rekey.body(kind, body)
             if kind == "cp":
                 trusted.append(raw_field)
-            pending += [kind, raw_field, record, core.envelope.seal(identity, body)]
-    if core.envelope.signed:  # a namespace without a head gets one (heads.py)
-        pending += _missing_heads(core, tk.thread_id, trusted, replies[4])
+            pending += [kind, raw_field, record, ctx.envelope.seal(identity, body)]
+    if ctx.envelope.signed:  # a namespace without a head gets one (heads.py)
+        pending += _missing_heads(ctx, tk.thread_id, trusted, replies[4])
     if rekey.stored:  # before the manifests naming them
         flat = [x for pair in sorted(rekey.stored.items()) for x in pair]
         yield Batch([("HSET", tk.el, *flat)])
     for start in range(0, len(pending), 4 * _CHUNK):
         report.resigned += yield Script("reseal", tk.all(), pending[start : start + 4 * _CHUNK])
     if rekey.stored:  # the old digests: named by nothing once every manifest is re-sealed
-        yield from core._collect(tk, lambda decoded, pinned: set())
+        yield from retention.collect(ctx, tk, lambda decoded, pinned: set())
     return report
 
 
-def _missing_heads(core: SaverCore, thread_id: str, cps: list[Any], heads: Any) -> list[Any]:
+def _missing_heads(ctx: PlanContext, thread_id: str, cps: list[Any], heads: Any) -> list[Any]:
     """Reseal quadruples that write a head naming the newest checkpoint whose record
     verifies (``cps``) for each namespace that has none (written before heads, or
     unsigned): only where none is."""
     if not isinstance(heads, dict):
         return []
     out: list[Any] = []
-    for ns, checkpoint_id in sorted(newest_by_namespace(core.keys, cps).items()):
-        field_, record = sealed_head(core.envelope, thread_id, ns, checkpoint_id)
+    for ns, checkpoint_id in sorted(newest_by_namespace(ctx.keys, cps).items()):
+        field_, record = sealed_head(ctx.envelope, thread_id, ns, checkpoint_id)
         if field_.encode() not in heads:
             out += ["head", field_, "", record]  # "": only if still absent (reseal.lua)
     return out
@@ -159,13 +157,15 @@ class _Rekey:
 
 
 def resign_threads(
-    core: SaverCore, thread_id: str | None, *, from_unsigned: bool
+    ctx: PlanContext, thread_id: str | None, *, from_unsigned: bool
 ) -> Plan[list[ResignReport]]:
     """Re-sign one thread, or every thread of the key prefix when ``thread_id`` is None."""
-    thread_ids = [str(thread_id)] if thread_id is not None else (yield from core.all_thread_ids())
+    thread_ids = (
+        [str(thread_id)] if thread_id is not None else (yield from reads.all_thread_ids(ctx))
+    )
     reports = []
     for tid in thread_ids:
-        reports.append((yield from resign_thread(core, tid, from_unsigned=from_unsigned)))
+        reports.append((yield from resign_thread(ctx, tid, from_unsigned=from_unsigned)))
     return reports
 
 

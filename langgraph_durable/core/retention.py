@@ -24,12 +24,13 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from langgraph_durable.core import codec, values
+from langgraph_durable.core.context import PlanContext
 from langgraph_durable.core.elements import may_be_manifest
 from langgraph_durable.core.heads import newest_by_namespace, sealed_head
 from langgraph_durable.core.keys import SEP, ThreadKeys
 from langgraph_durable.core.ledger_retention import forget_replayed
 from langgraph_durable.core.ops import Batch, Plan, Script
-from langgraph_durable.core.reads import ReadPlans
 from langgraph_durable.core.records import (
     PLAN_RETRIES,
     DamagedCheckpoint,
@@ -40,170 +41,171 @@ from langgraph_durable.core.records import (
 logger = logging.getLogger("langgraph_durable")
 
 
-class RetentionPlans(ReadPlans):
-    """The guarded deletion plans of ``SaverCore``."""
+def collect(
+    ctx: PlanContext,
+    tk: ThreadKeys,
+    choose: Callable[[dict[str, DecodedCheckpoint], set[str]], set[str]],
+    *,
+    pin_valid: bool = False,
+) -> Plan[None]:
+    """Delete the checkpoints ``choose`` picks, their writes, and every channel value
+    no remaining checkpoint references, in one guarded script call.
 
-    def _collect(
-        self,
-        tk: ThreadKeys,
-        choose: Callable[[dict[str, DecodedCheckpoint], set[str]], set[str]],
-        *,
-        pin_valid: bool = False,
-    ) -> Plan[None]:
-        """Delete the checkpoints ``choose`` picks, their writes, and every channel value
-        no remaining checkpoint references, in one guarded script call.
-
-        The guard makes the deletion a no-op if anything was written since it was
-        planned (it may reference a value or element planned away); it is then re-planned.
-        With ``pin_valid``, ``choose`` is told the newest checkpoint of each namespace that
-        verifies completely, so retention never removes the last good fallback.
-        """
-        for _ in range(PLAN_RETRIES):
-            # The generation first: a write after it voids the deletion planned here.
-            generation, cps, blob_fields, element_digests = yield Batch(
-                [("GET", tk.gen), ("HGETALL", tk.cp), ("HKEYS", tk.bl), ("HKEYS", tk.el)],
-                errors_as_values=True,
-            )
-            if isinstance(generation, Exception):
-                generation = b""  # the wrong type: the deletion moves it aside first
-            # A key of the wrong type reads as empty, and the deletion script moves it
-            # aside first; nothing it may have referenced is deleted (intact: False).
-            wrong = [r for r in (cps, blob_fields, element_digests) if isinstance(r, Exception)]
-            if wrong:
-                logger.warning(
-                    "langgraph-durable: thread %r has a key of the wrong type (moved aside "
-                    "by this deletion); every channel value and element is kept",
-                    tk.thread_id,
-                )
-            cps = {} if isinstance(cps, Exception) else cps
-            blob_fields = [] if isinstance(blob_fields, Exception) else blob_fields
-            element_digests = [] if isinstance(element_digests, Exception) else element_digests
-            decoded: dict[str, DecodedCheckpoint] = {}
-            intact = not wrong
-            for raw_member, record in cps.items():
-                entry = self._decode_entry(tk, [raw_member, record, []])
-                if isinstance(entry, DamagedCheckpoint):
-                    intact = False  # its references are unknown: keep every value
-                else:
-                    decoded[entry.member] = entry
-            pinned = (yield from self._newest_valid(tk, decoded)) if pin_valid else set()
-            doomed = choose(decoded, pinned)
-            referenced = {
-                f for m, d in decoded.items() if m not in doomed for f in self._blob_fields(d)
-            }
-            garbage = (
-                [] if not intact else [f for f in blob_fields if member_label(f) not in referenced]
-            )
-            loose = []
-            if intact and element_digests:
-                named = yield from self._elements_named(tk, sorted(referenced), doomed)
-                loose = [] if named is None else [d for d in element_digests if d not in named]
-            if not doomed and not garbage and not loose:
-                return
-            deleted = yield Script(
-                "delete_checkpoints",
-                tk.with_twins(),
-                [
-                    self.ttl_arg,
-                    generation or b"",
-                    len(doomed),
-                    *sorted(doomed),
-                    len(garbage),
-                    *garbage,
-                    *self._heads_after(tk, cps, doomed),
-                    *loose,
-                ],
-            )
-            if deleted != -1:
-                yield from self._forget_ledger(tk, decoded, doomed)
-                return
-        logger.warning(
-            "langgraph-durable: gave up pruning thread %r: it kept being written", tk.thread_id
+    The guard makes the deletion a no-op if anything was written since it was
+    planned (it may reference a value or element planned away); it is then re-planned.
+    With ``pin_valid``, ``choose`` is told the newest checkpoint of each namespace that
+    verifies completely, so retention never removes the last good fallback.
+    """
+    for _ in range(PLAN_RETRIES):
+        # The generation first: a write after it voids the deletion planned here.
+        generation, cps, blob_fields, element_digests = yield Batch(
+            [("GET", tk.gen), ("HGETALL", tk.cp), ("HKEYS", tk.bl), ("HKEYS", tk.el)],
+            errors_as_values=True,
         )
-
-    def _heads_after(self, tk: ThreadKeys, cps: Any, doomed: set[str]) -> list[Any]:
-        """The head updates of a deletion (heads.py): for each namespace whose newest
-        checkpoint it deletes (a rollback), the signed head naming the newest left, or ""
-        where none is. Retention keeps the newest: it leaves heads alone, so it never
-        writes over what a head says about checkpoints removed behind the saver's back."""
-        if not self.envelope.signed or not doomed:
-            return [0]
-        top = newest_by_namespace(self.keys, cps)
-        newest = newest_by_namespace(self.keys, [m for m in cps if member_label(m) not in doomed])
-        touched = {ns for ns, cid in top.items() if newest.get(ns) != cid}
-        updates: list[Any] = []
-        for ns in sorted(touched):
-            left = newest.get(ns)
-            if left:
-                updates += sealed_head(self.envelope, tk.thread_id, ns, left)
+        if isinstance(generation, Exception):
+            generation = b""  # the wrong type: the deletion moves it aside first
+        # A key of the wrong type reads as empty, and the deletion script moves it
+        # aside first; nothing it may have referenced is deleted (intact: False).
+        wrong = [r for r in (cps, blob_fields, element_digests) if isinstance(r, Exception)]
+        if wrong:
+            logger.warning(
+                "langgraph-durable: thread %r has a key of the wrong type (moved aside "
+                "by this deletion); every channel value and element is kept",
+                tk.thread_id,
+            )
+        cps = {} if isinstance(cps, Exception) else cps
+        blob_fields = [] if isinstance(blob_fields, Exception) else blob_fields
+        element_digests = [] if isinstance(element_digests, Exception) else element_digests
+        decoded: dict[str, DecodedCheckpoint] = {}
+        intact = not wrong
+        for raw_member, record in cps.items():
+            entry = codec.decode_entry(ctx, tk, [raw_member, record, []])
+            if isinstance(entry, DamagedCheckpoint):
+                intact = False  # its references are unknown: keep every value
             else:
-                updates += [self.keys.head_field(ns), ""]
-        return [len(updates) // 2, *updates]
+                decoded[entry.member] = entry
+        pinned = (yield from _newest_valid(ctx, tk, decoded)) if pin_valid else set()
+        doomed = choose(decoded, pinned)
+        referenced = {
+            f for m, d in decoded.items() if m not in doomed for f in codec.blob_fields(ctx, d)
+        }
+        garbage = (
+            [] if not intact else [f for f in blob_fields if member_label(f) not in referenced]
+        )
+        loose = []
+        if intact and element_digests:
+            named = yield from _elements_named(ctx, tk, sorted(referenced), doomed)
+            loose = [] if named is None else [d for d in element_digests if d not in named]
+        if not doomed and not garbage and not loose:
+            return
+        deleted = yield Script(
+            "delete_checkpoints",
+            tk.with_twins(),
+            [
+                ctx.ttl_arg,
+                generation or b"",
+                len(doomed),
+                *sorted(doomed),
+                len(garbage),
+                *garbage,
+                *_heads_after(ctx, tk, cps, doomed),
+                *loose,
+            ],
+        )
+        if deleted != -1:
+            yield from _forget_ledger(ctx, tk, decoded, doomed)
+            return
+    logger.warning(
+        "langgraph-durable: gave up pruning thread %r: it kept being written", tk.thread_id
+    )
 
-    def _elements_named(
-        self, tk: ThreadKeys, blob_fields: list[str], doomed: set[str]
-    ) -> Plan[set[bytes] | None]:
-        """The digests (as stored field names) of every element the manifests among
-        ``blob_fields`` and among the pending writes of the checkpoints not ``doomed``
-        name; None when one of them cannot be read (a missing or damaged record might
-        have been a manifest: every element stays)."""
-        reads = [("HGETALL", tk.wr), *([("HMGET", tk.bl, *blob_fields)] if blob_fields else [])]
-        writes, *values = yield Batch(reads, errors_as_values=True)
-        if isinstance(writes, Exception) or any(isinstance(v, Exception) for v in values):
-            return None  # a key of the wrong type: what it named is unknown, all stay
-        named: set[bytes] = set()
-        for blob_field, record in zip(blob_fields, values[0] if values else []):
-            if record is None:
-                return None
-            if may_be_manifest(record):
-                digests = self._manifest_of(tk.thread_id, blob_field, record)
-                if digests is None:
-                    return None
-                named.update(digests)
-        for raw_member, record in writes.items():
-            member = member_label(raw_member)
-            if member.rsplit(SEP, 3)[0] in doomed or not may_be_manifest(record, window=-1):
-                continue  # a write deleted with its checkpoint, or stored whole
-            digests = self._write_manifest_of(tk.thread_id, member, record)
+
+def _heads_after(ctx: PlanContext, tk: ThreadKeys, cps: Any, doomed: set[str]) -> list[Any]:
+    """The head updates of a deletion (heads.py): for each namespace whose newest
+    checkpoint it deletes (a rollback), the signed head naming the newest left, or ""
+    where none is. Retention keeps the newest: it leaves heads alone, so it never
+    writes over what a head says about checkpoints removed behind the saver's back."""
+    if not ctx.envelope.signed or not doomed:
+        return [0]
+    top = newest_by_namespace(ctx.keys, cps)
+    newest = newest_by_namespace(ctx.keys, [m for m in cps if member_label(m) not in doomed])
+    touched = {ns for ns, cid in top.items() if newest.get(ns) != cid}
+    updates: list[Any] = []
+    for ns in sorted(touched):
+        left = newest.get(ns)
+        if left:
+            updates += sealed_head(ctx.envelope, tk.thread_id, ns, left)
+        else:
+            updates += [ctx.keys.head_field(ns), ""]
+    return [len(updates) // 2, *updates]
+
+
+def _elements_named(
+    ctx: PlanContext, tk: ThreadKeys, blob_fields: list[str], doomed: set[str]
+) -> Plan[set[bytes] | None]:
+    """The digests (as stored field names) of every element the manifests among
+    ``blob_fields`` and among the pending writes of the checkpoints not ``doomed``
+    name; None when one of them cannot be read (a missing or damaged record might
+    have been a manifest: every element stays)."""
+    commands = [("HGETALL", tk.wr), *([("HMGET", tk.bl, *blob_fields)] if blob_fields else [])]
+    writes, *stored = yield Batch(commands, errors_as_values=True)
+    if isinstance(writes, Exception) or any(isinstance(v, Exception) for v in stored):
+        return None  # a key of the wrong type: what it named is unknown, all stay
+    named: set[bytes] = set()
+    for blob_field, record in zip(blob_fields, stored[0] if stored else []):
+        if record is None:
+            return None
+        if may_be_manifest(record):
+            digests = codec.manifest_of(ctx, tk.thread_id, blob_field, record)
             if digests is None:
                 return None
             named.update(digests)
-        return named
+    for raw_member, record in writes.items():
+        member = member_label(raw_member)
+        if member.rsplit(SEP, 3)[0] in doomed or not may_be_manifest(record, window=-1):
+            continue  # a write deleted with its checkpoint, or stored whole
+        digests = codec.write_manifest_of(ctx, tk.thread_id, member, record)
+        if digests is None:
+            return None
+        named.update(digests)
+    return named
 
-    def _forget_ledger(
-        self, tk: ThreadKeys, decoded: dict[str, DecodedCheckpoint], doomed: set[str]
-    ) -> Plan[None]:
-        """Let the ledger drop the entries of steps no remaining root checkpoint replays
-        (a replay runs the steps after the checkpoint it starts from)."""
-        steps = [
-            d.metadata.get("step")
-            for m, d in decoded.items()
-            if m not in doomed and d.checkpoint_ns == ""
-        ]
-        if doomed and steps and all(isinstance(s, int) for s in steps):
-            yield from forget_replayed(self.keys, tk, self.ttl_arg, min(steps))  # type: ignore[type-var]
 
-    def _newest_valid(
-        self, tk: ThreadKeys, decoded: dict[str, DecodedCheckpoint]
-    ) -> Plan[set[str]]:
-        """Members of the newest checkpoint per namespace whose channel values all verify
-        (one HMGET per round; a second round only where the newest was damaged)."""
-        queues: dict[str, list[DecodedCheckpoint]] = {}
-        for d in sorted(decoded.values(), key=lambda d: d.checkpoint_id, reverse=True):
-            queues.setdefault(d.checkpoint_ns, []).append(d)
-        pinned: set[str] = set()
-        while queues:
-            candidates = {ns: queue.pop(0) for ns, queue in queues.items()}
-            fields = sorted({f for d in candidates.values() for f in self._blob_fields(d)})
-            # From Redis, not this process's cache: the pin must be what any reader reads.
-            values = yield from self._read_values(tk, fields, trust_cache=False)
-            for ns, candidate in candidates.items():
-                valid = self._values_verify(tk, candidate, values)
-                if valid:
-                    pinned.add(candidate.member)
-                if valid or not queues[ns]:
-                    queues.pop(ns)
-        return pinned
+def _forget_ledger(
+    ctx: PlanContext, tk: ThreadKeys, decoded: dict[str, DecodedCheckpoint], doomed: set[str]
+) -> Plan[None]:
+    """Let the ledger drop the entries of steps no remaining root checkpoint replays
+    (a replay runs the steps after the checkpoint it starts from)."""
+    steps = [
+        d.metadata.get("step")
+        for m, d in decoded.items()
+        if m not in doomed and d.checkpoint_ns == ""
+    ]
+    if doomed and steps and all(isinstance(s, int) for s in steps):
+        yield from forget_replayed(ctx.keys, tk, ctx.ttl_arg, min(steps))  # type: ignore[type-var]
+
+
+def _newest_valid(
+    ctx: PlanContext, tk: ThreadKeys, decoded: dict[str, DecodedCheckpoint]
+) -> Plan[set[str]]:
+    """Members of the newest checkpoint per namespace whose channel values all verify
+    (one HMGET per round; a second round only where the newest was damaged)."""
+    queues: dict[str, list[DecodedCheckpoint]] = {}
+    for d in sorted(decoded.values(), key=lambda d: d.checkpoint_id, reverse=True):
+        queues.setdefault(d.checkpoint_ns, []).append(d)
+    pinned: set[str] = set()
+    while queues:
+        candidates = {ns: queue.pop(0) for ns, queue in queues.items()}
+        fields = sorted({f for d in candidates.values() for f in codec.blob_fields(ctx, d)})
+        # From Redis, not this process's cache: the pin must be what any reader reads.
+        found = yield from values.read_values(ctx, tk, fields, trust_cache=False)
+        for ns, candidate in candidates.items():
+            valid = codec.values_verify(ctx, tk, candidate, found)
+            if valid:
+                pinned.add(candidate.member)
+            if valid or not queues[ns]:
+                queues.pop(ns)
+    return pinned
 
 
 def prunable(decoded: dict[str, DecodedCheckpoint], keep_last: int, pinned: set[str]) -> set[str]:

@@ -3,19 +3,23 @@
 Nothing here does I/O. Every operation is a generator (a *plan*, ``ops.py``) that yields
 what it needs done and is sent the reply; the sync and async savers only drive plans
 (``BaseRedisSaver.drive`` / ``adrive``), so each operation, its round trips and its
-fallback logic exist exactly once. ``SaverCore`` only assembles the plan modules and
-holds the settings they share; it has no state a plan changes, except two caches
-(the newest versions per thread, the last recovery report per thread).
+fallback logic exist exactly once. Every plan is a function of the plan context
+(``context.py``: the settings and caches plans share). ``SaverCore`` is that context
+plus the contract, written once: one method per operation, each handing itself to the
+module that owns it.
 
 Where each concern lives:
+  ``context.py``      the settings and caches every plan reads (``PlanContext``)
   ``ops.py``          what a plan may yield
   ``reply_codes.py``  error replies and Lua codes -> typed errors (the one table)
-  ``codec.py``        the record codec (seal, verify, decode) and the shared settings
+  ``codec.py``        the record codec: seal, verify, decode
   ``records.py``      decoded records and damage reasons
+  ``values.py``       the channel values and elements a read needs
   ``reads.py``        the read steps every reading plan shares, quarantine, reindex
   ``fallback.py``     ``get_tuple``: the newest checkpoint that verifies, reported
   ``listing.py``      ``list``
   ``writes.py``       ``put``, ``put_writes``
+  ``round_trips.py``  a write's round trip: replicas' acknowledgements, repair, errors
   ``retention.py``    ``keep_last``, guarded deletions
   ``threads.py``      ``delete_thread``, ``copy_thread``, ``prune``, ``delete_for_runs``
   ``verify.py``       ``verify``
@@ -27,70 +31,118 @@ Where each concern lives:
 
 from __future__ import annotations
 
-from langgraph.checkpoint.base import SerializerProtocol
+from collections.abc import Sequence
+from typing import Any
 
-from langgraph_durable.core import inputs
-from langgraph_durable.core.compression import Compression
-from langgraph_durable.core.delta import DeltaHistoryPlans
-from langgraph_durable.core.elements import ElementCache, element_keys
-from langgraph_durable.core.envelope import Envelope
-from langgraph_durable.core.fallback import FallbackPlans
-from langgraph_durable.core.fencing import FencingPlans
-from langgraph_durable.core.keys import KeySchema
-from langgraph_durable.core.listing import ListingPlans
-from langgraph_durable.core.newest import NewestVersions
-from langgraph_durable.core.recent import RecentFields
-from langgraph_durable.core.reports import RecoveryReport
-from langgraph_durable.core.runs import RunIndex
-from langgraph_durable.core.threads import ThreadPlans
-from langgraph_durable.core.verify import VerifyPlans
-from langgraph_durable.core.writes import WritePlans
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    DeltaChannelHistory,
+)
+
+from langgraph_durable.core import (
+    delta,
+    fallback,
+    fencing,
+    listing,
+    reads,
+    round_trips,
+    threads,
+    verify,
+    writes,
+)
+from langgraph_durable.core.context import PlanContext
+from langgraph_durable.core.fencing import Lease
+from langgraph_durable.core.keys import ThreadKeys
+from langgraph_durable.core.ops import Plan
+from langgraph_durable.core.reports import VerifyReport
+
+_put_writes = writes.put_writes  # in ``SaverCore.put_writes`` its parameter hides ``writes``
 
 
-class SaverCore(
-    WritePlans,
-    ListingPlans,
-    FallbackPlans,
-    ThreadPlans,
-    VerifyPlans,
-    DeltaHistoryPlans,
-    FencingPlans,
-):
+class SaverCore(PlanContext):
     """Plans for every checkpointer operation, shared by ``RedisSaver`` and ``AsyncRedisSaver``."""
 
-    def __init__(
+    def get_tuple(self, config: RunnableConfig) -> Plan[CheckpointTuple | None]:
+        return fallback.get_tuple(self, config)
+
+    def get_delta_channel_history(
+        self, config: RunnableConfig, channels: Sequence[str]
+    ) -> Plan[dict[str, DeltaChannelHistory]]:
+        return delta.get_delta_channel_history(self, config, channels)
+
+    def put(
         self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> Plan[RunnableConfig]:
+        return writes.put(self, config, checkpoint, metadata, new_versions)
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> Plan[None]:
+        return _put_writes(self, config, writes, task_id, task_path)
+
+    def write_round_trip(
+        self, commands: list[Any], raising: bool = False, **batch: Any
+    ) -> Plan[tuple[list[Any], Any]]:
+        return round_trips.write_round_trip(self, commands, raising, **batch)
+
+    def replicated(self, tk: ThreadKeys, acked: Any) -> None:
+        round_trips.replicated(self, tk, acked)
+
+    def all_thread_ids(self) -> Plan[list[str]]:
+        return reads.all_thread_ids(self)
+
+    def delete_thread(self, thread_id: str) -> Plan[None]:
+        return threads.delete_thread(self, thread_id)
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> Plan[None]:
+        return threads.copy_thread(self, source_thread_id, target_thread_id)
+
+    def prune(
+        self,
+        thread_ids: Sequence[str],
         *,
-        serde: SerializerProtocol,
-        keys: KeySchema,
-        envelope: Envelope,
-        ttl: int | None,
+        strategy: str = "keep_latest",
         keep_last: int | None = None,
-        wait_for_replicas: int = 0,
-        replica_timeout_ms: int = 1000,
-        repair_on_read: bool = True,
-        compression: Compression | None = None,
-        refresh_on_read: bool = False,
-        list_elements: bool = True,
-        verify_elements_on_write: bool = False,
-    ) -> None:
-        self.serde = serde
-        self.repair_on_read = repair_on_read
-        self.refresh_on_read = refresh_on_read
-        self.wait_for_replicas = wait_for_replicas
-        self.replica_timeout_ms = replica_timeout_ms
-        self.keep_last = keep_last
-        self.newest_only = False  # shallow.py sets it
-        self.keys = keys
-        self.envelope = envelope
-        self.ttl = ttl
-        self.recovery_reports: dict[tuple[str, str], RecoveryReport] = {}
-        self._newest_versions = NewestVersions()
-        self._recent_fields = RecentFields()
-        self.element_cache = ElementCache()
-        self.element_keys = element_keys(envelope.signing_keys)
-        self.list_elements = list_elements
-        self.verify_elements_on_write = verify_elements_on_write
-        self.run_index = RunIndex(keys, ttl)
-        self.max_record_bytes = inputs.MAX_RECORD_BYTES  # Redis's proto-max-bulk-len
-        self.compression = compression or Compression(None)
+    ) -> Plan[None]:
+        return threads.prune(self, thread_ids, strategy=strategy, keep_last=keep_last)
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> Plan[None]:
+        return threads.delete_for_runs(self, run_ids)
+
+    def index_runs(self) -> Plan[int]:
+        return threads.index_runs(self)
+
+    def verify(self, thread_id: str) -> Plan[VerifyReport]:
+        return verify.verify(self, thread_id)
+
+    def acquire_lease(self, lease: Lease) -> Plan[str]:
+        return fencing.acquire_lease(self, lease)
+
+    def renew_lease(self, lease: Lease) -> Plan[bool]:
+        return fencing.renew_lease(self, lease)
+
+    def release_lease(self, lease: Lease) -> Plan[bool]:
+        return fencing.release_lease(self, lease)
+
+    # Last: a method named ``list`` would hide the builtin from the annotations after it.
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Plan[None]:
+        return listing.list_checkpoints(self, config, filter=filter, before=before, limit=limit)

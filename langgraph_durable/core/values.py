@@ -6,7 +6,7 @@ script: a large value returned through Lua costs Redis about as much again as th
 itself, ~270 µs per 150 KB), the guess of the elements a thread's values name (those
 this saver remembers, ``newest.py``, less those it holds, ``elements.ElementCache``),
 and opening each manifest once. A hash of the wrong type (damage) reads as empty and
-is logged. Mixed into ``ReadPlans``.
+is logged. Used by ``reads.py``, retention and DeltaChannel history.
 """
 
 from __future__ import annotations
@@ -15,11 +15,10 @@ import logging
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from langgraph_durable.core import reply_codes
-from langgraph_durable.core.codec import RecordCodec
+from langgraph_durable.core import codec, reply_codes
+from langgraph_durable.core.context import PlanContext
 from langgraph_durable.core.elements import ValueRecords
 from langgraph_durable.core.keys import ThreadKeys
-from langgraph_durable.core.newest import NewestVersions
 from langgraph_durable.core.ops import Batch, Plan
 from langgraph_durable.core.records import DecodedCheckpoint, member_label
 
@@ -37,86 +36,85 @@ def value_reads(
     ]
 
 
-class ValuePlans(RecordCodec):
-    """The value reads of ``SaverCore``."""
+def read_values(
+    ctx: PlanContext,
+    tk: ThreadKeys,
+    fields: list[str],
+    decoded: Iterable[DecodedCheckpoint] = (),
+    into: ValueRecords | None = None,
+    trust_cache: bool = True,
+) -> Plan[ValueRecords]:
+    """The records of ``fields`` (added to ``into``) and the elements the manifests
+    among them and among the pending writes of ``decoded`` name: one round trip when
+    the elements remembered for the thread are all they name. Without
+    ``trust_cache``, every element is read from Redis (what must be there, not what
+    this process holds)."""
+    values = ValueRecords(trust_cache=trust_cache) if into is None else into
+    if fields:
+        guess = [
+            d
+            for d in ctx.newest_versions.elements(tk.thread_id)
+            if not values.trust_cache or ctx.element_cache.get(d) is None
+        ]
+        replies = yield Batch(value_reads(tk, fields, guess), errors_as_values=True)
+        values.merge(from_replies(tk, fields, guess, replies))
+    yield from _with_elements(ctx, tk, values, decoded)
+    return values
 
-    _newest_versions: NewestVersions
 
-    def _read_values(
-        self,
-        tk: ThreadKeys,
-        fields: list[str],
-        decoded: Iterable[DecodedCheckpoint] = (),
-        into: ValueRecords | None = None,
-        trust_cache: bool = True,
-    ) -> Plan[ValueRecords]:
-        """The records of ``fields`` (added to ``into``) and the elements the manifests
-        among them and among the pending writes of ``decoded`` name: one round trip when
-        the elements remembered for the thread are all they name. Without
-        ``trust_cache``, every element is read from Redis (what must be there, not what
-        this process holds)."""
-        values = ValueRecords(trust_cache=trust_cache) if into is None else into
-        if fields:
-            guess = [
-                d
-                for d in self._newest_versions.elements(tk.thread_id)
-                if not values.trust_cache or self.element_cache.get(d) is None
-            ]
-            replies = yield Batch(value_reads(tk, fields, guess), errors_as_values=True)
-            values.merge(self._values(tk, fields, guess, replies))
-        yield from self._with_elements(tk, values, decoded)
-        return values
+def _with_elements(
+    ctx: PlanContext,
+    tk: ThreadKeys,
+    values: ValueRecords,
+    decoded: Iterable[DecodedCheckpoint] = (),
+) -> Plan[None]:
+    """Open the manifests among ``values`` and the pending writes of ``decoded``
+    (once) and read the elements they name that were not read yet, in one round trip."""
+    for blob_field, record in values.items():
+        if blob_field not in values.manifests:
+            digests = codec.manifest_of(ctx, tk.thread_id, blob_field, record)
+            if digests:  # () stored whole; None damage, reported when opened
+                values.manifests[blob_field] = digests
+    for d in decoded:
+        for raw_member, record in d.writes:
+            member = member_label(raw_member)
+            if member not in values.write_manifests:
+                digests = codec.write_manifest_of(ctx, tk.thread_id, member, record)
+                if digests:
+                    values.write_manifests[member] = digests
+    wanted = values.wanted_elements(ctx.element_cache)
+    if wanted:
+        replies = yield Batch(value_reads(tk, (), wanted), errors_as_values=True)
+        values.merge(from_replies(tk, (), wanted, replies))
 
-    def _with_elements(
-        self, tk: ThreadKeys, values: ValueRecords, decoded: Iterable[DecodedCheckpoint] = ()
-    ) -> Plan[None]:
-        """Open the manifests among ``values`` and the pending writes of ``decoded``
-        (once) and read the elements they name that were not read yet, in one round trip."""
-        for blob_field, record in values.items():
-            if blob_field not in values.manifests:
-                digests = self._manifest_of(tk.thread_id, blob_field, record)
-                if digests:  # () stored whole; None damage, reported when opened
-                    values.manifests[blob_field] = digests
-        for d in decoded:
-            for raw_member, record in d.writes:
-                member = member_label(raw_member)
-                if member not in values.write_manifests:
-                    digests = self._write_manifest_of(tk.thread_id, member, record)
-                    if digests:
-                        values.write_manifests[member] = digests
-        wanted = values.wanted_elements(self.element_cache)
-        if wanted:
-            replies = yield Batch(value_reads(tk, (), wanted), errors_as_values=True)
-            values.merge(self._values(tk, (), wanted, replies))
 
-    def _values(
-        self,
-        tk: ThreadKeys,
-        fields: Sequence[str],
-        digests: Sequence[bytes],
-        replies: Sequence[list[Any] | Exception],
-    ) -> ValueRecords:
-        """The replies of ``value_reads(tk, fields, digests)``; a hash of the wrong type
-        (damage) reads as empty."""
-        values = ValueRecords()
-        replies = list(replies)
-        for key, names, out in ((tk.bl, fields, values), (tk.el, digests, values.elements)):
-            if not names:
-                continue
-            reply = replies.pop(0)
-            if isinstance(reply, Exception):
-                if not reply_codes.is_wrong_type(reply):
-                    raise reply
-                self._log_wrongtype(tk, [key.encode()])
-                reply = [None] * len(names)  # damage: read as missing
-            out.update(zip(names, reply))
-        return values
+def from_replies(
+    tk: ThreadKeys,
+    fields: Sequence[str],
+    digests: Sequence[bytes],
+    replies: Sequence[list[Any] | Exception],
+) -> ValueRecords:
+    """The replies of ``value_reads(tk, fields, digests)``; a hash of the wrong type
+    (damage) reads as empty."""
+    values = ValueRecords()
+    replies = list(replies)
+    for key, names, out in ((tk.bl, fields, values), (tk.el, digests, values.elements)):
+        if not names:
+            continue
+        reply = replies.pop(0)
+        if isinstance(reply, Exception):
+            if not reply_codes.is_wrong_type(reply):
+                raise reply
+            log_wrongtype(tk, [key.encode()])
+            reply = [None] * len(names)  # damage: read as missing
+        out.update(zip(names, reply))
+    return values
 
-    def _log_wrongtype(self, tk: ThreadKeys, keys: list[bytes]) -> None:
-        for key in keys:
-            logger.error(
-                "langgraph-durable: key %s of thread %r has the wrong type (damaged): "
-                "read as empty",
-                member_label(key),
-                tk.thread_id,
-            )
+
+def log_wrongtype(tk: ThreadKeys, keys: list[bytes]) -> None:
+    for key in keys:
+        logger.error(
+            "langgraph-durable: key %s of thread %r has the wrong type (damaged): read as empty",
+            member_label(key),
+            tk.thread_id,
+        )

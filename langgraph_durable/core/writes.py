@@ -16,8 +16,8 @@ Owns the write conversation. Rules it keeps:
     never built on; a key of the wrong type is moved to its damaged twin and the write
     sent again (``LGD_REPAIR``).
   * With ``wait_for_replicas``, the write is acknowledged by that many replicas or
-    ``NotReplicatedError`` says it was not: WAIT goes in the write's own round trip, on
-    the connection that wrote (it counts that connection's writes).
+    ``NotReplicatedError`` says it was not (``round_trips.py``: WAIT goes in the
+    write's own round trip, on the connection that wrote).
 """
 
 from __future__ import annotations
@@ -36,350 +36,318 @@ from langgraph.checkpoint.base import (
     get_serializable_checkpoint_metadata,
 )
 
-from langgraph_durable.core import inputs, reply_codes, saved_here
+from langgraph_durable.core import (
+    codec,
+    inputs,
+    reads,
+    reply_codes,
+    retention,
+    round_trips,
+    saved_here,
+)
+from langgraph_durable.core.context import PlanContext
 from langgraph_durable.core.elements import ElementCache
-from langgraph_durable.core.errors import InvalidConfigError, NotReplicatedError
+from langgraph_durable.core.errors import InvalidConfigError
 from langgraph_durable.core.fencing import held_token
 from langgraph_durable.core.heads import sealed_head
 from langgraph_durable.core.inputs import configurable
 from langgraph_durable.core.keys import ThreadKeys
-from langgraph_durable.core.ops import Batch, Plan, Script
+from langgraph_durable.core.ops import Plan, Script
 from langgraph_durable.core.records import (
     NO_VALUE,
     DecodedCheckpoint,
     checkpoint_config,
     thread_id_of,
 )
-from langgraph_durable.core.retention import RetentionPlans, prunable
-from langgraph_durable.core.runs import RunIndex
 
 logger = logging.getLogger("langgraph_durable")
 
 
-class WritePlans(RetentionPlans):
-    """The write plans of ``SaverCore``."""
-
-    run_index: RunIndex
-    verify_elements_on_write: bool
-
-    def put(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> Plan[RunnableConfig]:
-        conf = configurable(config)
-        thread_id = thread_id_of(conf)
-        ns = conf.get("checkpoint_ns", "")
-        parent_id = conf.get("checkpoint_id")
-        inputs.text(checkpoint["id"], "checkpoint['id']")
-        for channel in new_versions:
-            inputs.text(channel, "a channel name in new_versions")
-        tk = self.keys.thread(thread_id)
-        stored = dict(checkpoint)
-        values: dict[str, Any] = stored.pop("channel_values", {})
-        meta = get_serializable_checkpoint_metadata(config, metadata)
-        member = self.keys.checkpoint_member(ns, checkpoint["id"])
-        record = self._seal(
-            "cp",
-            thread_id,
+def put(
+    ctx: PlanContext,
+    config: RunnableConfig,
+    checkpoint: Checkpoint,
+    metadata: CheckpointMetadata,
+    new_versions: ChannelVersions,
+) -> Plan[RunnableConfig]:
+    conf = configurable(config)
+    thread_id = thread_id_of(conf)
+    ns = conf.get("checkpoint_ns", "")
+    parent_id = conf.get("checkpoint_id")
+    inputs.text(checkpoint["id"], "checkpoint['id']")
+    for channel in new_versions:
+        inputs.text(channel, "a channel name in new_versions")
+    tk = ctx.keys.thread(thread_id)
+    stored = dict(checkpoint)
+    values: dict[str, Any] = stored.pop("channel_values", {})
+    meta = get_serializable_checkpoint_metadata(config, metadata)
+    member = ctx.keys.checkpoint_member(ns, checkpoint["id"])
+    record = codec.seal(
+        ctx,
+        "cp",
+        thread_id,
+        member,
+        [parent_id, *ctx.serde.dumps_typed(stored), *ctx.serde.dumps_typed(meta)],
+        f"checkpoint {checkpoint['id']!r} (with its metadata)",
+    )
+    # The namespace's bounds, for the script to count its checkpoints: for keep_last,
+    # and for a put without a parent (never written only into an empty namespace).
+    # Not otherwise: a ZLEXCOUNT per put on the hot path for nothing.
+    upper, lower = ctx.keys.namespace_range(ns) if ctx.keep_last or not parent_id else ("", "")
+    kept_versions = {
+        c: v for c, v in checkpoint["channel_versions"].items() if c not in new_versions
+    }
+    run_id = str(meta.get("run_id") or "")
+    blobs: list[tuple[str, bytes]] = []  # only changed channels are written
+    manifests: dict[str, tuple[bytes, ...]] = {}
+    new_elements: dict[bytes, bytes] = {}
+    for channel, version in new_versions.items():
+        blob_field = ctx.keys.blob_field(ns, channel, version)
+        value = values.get(channel, NO_VALUE)
+        value_record, split = codec.blob_records(ctx, thread_id, blob_field, channel, value)
+        blobs.append((blob_field, value_record))
+        if split is not None:
+            manifests[channel] = split.digests
+            new_elements.update(split.stored)
+    # The parent as this saver last wrote or read it (None: another one, or none).
+    parent = ctx.newest_versions.entry((thread_id, ns)) if parent_id else None
+    if parent is not None and parent.checkpoint_id != parent_id:
+        parent = None
+    # Elements the parent's manifests name are there while the parent is (retention
+    # keeps them): not sent again, but the script checks each is there (a field
+    # deleted, a damaged one a reader quarantined): else they are sent (below).
+    known: frozenset[bytes] = frozenset()
+    if parent is not None and parent.manifests:
+        for channel, digests in parent.manifests.items():
+            if channel not in new_versions and parent.versions.get(channel) == checkpoint[
+                "channel_versions"
+            ].get(channel):  # kept unchanged
+                manifests[channel] = digests
+        if new_elements:
+            known = parent.digests
+    elements = sorted((d, e) for d, e in new_elements.items() if d not in known)
+    unsent = _unsent(manifests, elements, ctx.element_cache, ctx.verify_elements_on_write)
+    remade: list[tuple[str, bytes]] = []  # kept values' manifests made again (below)
+    parent_versions = parent.versions if parent is not None else None
+    head = sealed_head(ctx.envelope, thread_id, ns, checkpoint["id"])  # heads.py
+    # Before the write: a reader must never find it in Redis and not here.
+    saved_here.note(ctx.keys.prefix, thread_id, ns, checkpoint["id"], meta.get("source"))
+    for attempt in (1, 2):
+        named, unwritten, when = _kept_fields(
+            ctx, ns, kept_versions, parent_id, parent_versions, checkpoint["channel_versions"]
+        )
+        args: list[Any] = [
+            ctx.ttl_arg,
+            held_token(ctx.keys.prefix, thread_id),
             member,
-            [parent_id, *self.serde.dumps_typed(stored), *self.serde.dumps_typed(meta)],
-            f"checkpoint {checkpoint['id']!r} (with its metadata)",
+            record,
+            run_id,
+            lower,
+            upper,
+            ctx.keys.checkpoint_member(ns, parent_id) if parent_id else "",
+            unsent,
+            len(named),
+            *named,
+            len(unwritten),
+            when,
+            *(x for f in unwritten for x in (f, _never_written(ctx, thread_id, f))),
+            len(elements),
+        ]
+        # One round trip: the values by plain HSETNX (a value never changes under its
+        # version, and a fenced-out writer's versions have tails of their own, so it
+        # can only leave orphans), the elements by HSET (bytes hashed to their digest:
+        # right, and written over a damaged copy),
+        # then the script, which indexes the checkpoint only once they are all there.
+        # With a ttl, MULTI keeps a client that dies halfway from leaving a hash
+        # without an expiry.
+        sent = [*(d for d, _ in elements), *(f for f, _ in blobs)]
+        script = Script("put_checkpoint", tk.for_writes(), [*args, "sent", *sent, *head])
+        replies, acked = yield from round_trips.write_round_trip(
+            ctx,
+            [
+                *(("HSET", tk.el, d, e) for d, e in elements),
+                *(("HSETNX", tk.bl, f, r) for f, r in blobs),
+                *(("HSET", tk.bl, f, r) for f, r in remade),
+                script,
+            ],
+            atomic=bool(ctx.ttl),
+            ahead=ctx.run_index.ahead(run_id, thread_id),
         )
-        # The namespace's bounds, for the script to count its checkpoints: for keep_last,
-        # and for a put without a parent (never written only into an empty namespace).
-        # Not otherwise: a ZLEXCOUNT per put on the hot path for nothing.
-        upper, lower = (
-            self.keys.namespace_range(ns) if self.keep_last or not parent_id else ("", "")
-        )
-        kept_versions = {
-            c: v for c, v in checkpoint["channel_versions"].items() if c not in new_versions
-        }
-        run_id = str(meta.get("run_id") or "")
-        blobs: list[tuple[str, bytes]] = []  # only changed channels are written
-        manifests: dict[str, tuple[bytes, ...]] = {}
-        new_elements: dict[bytes, bytes] = {}
-        for channel, version in new_versions.items():
-            blob_field = self.keys.blob_field(ns, channel, version)
-            value = values.get(channel, NO_VALUE)
-            value_record, split = self._blob_records(thread_id, blob_field, channel, value)
-            blobs.append((blob_field, value_record))
-            if split is not None:
-                manifests[channel] = split.digests
-                new_elements.update(split.stored)
-        # The parent as this saver last wrote or read it (None: another one, or none).
-        parent = self._newest_versions.entry((thread_id, ns)) if parent_id else None
-        if parent is not None and parent.checkpoint_id != parent_id:
-            parent = None
-        # Elements the parent's manifests name are there while the parent is (retention
-        # keeps them): not sent again, but the script checks each is there (a field
-        # deleted, a damaged one a reader quarantined): else they are sent (below).
-        known: frozenset[bytes] = frozenset()
-        if parent is not None and parent.manifests:
-            for channel, digests in parent.manifests.items():
-                if channel not in new_versions and parent.versions.get(channel) == checkpoint[
-                    "channel_versions"
-                ].get(channel):  # kept unchanged
-                    manifests[channel] = digests
-            if new_elements:
-                known = parent.digests
-        elements = sorted((d, e) for d, e in new_elements.items() if d not in known)
-        unsent = _unsent(manifests, elements, self.element_cache, self.verify_elements_on_write)
-        remade: list[tuple[str, bytes]] = []  # kept values' manifests made again (below)
-        parent_versions = parent.versions if parent is not None else None
-        head = sealed_head(self.envelope, thread_id, ns, checkpoint["id"])  # heads.py
-        # Before the write: a reader must never find it in Redis and not here.
-        saved_here.note(self.keys.prefix, thread_id, ns, checkpoint["id"], meta.get("source"))
-        for attempt in (1, 2):
-            named, unwritten, when = self._kept_fields(
-                ns, kept_versions, parent_id, parent_versions, checkpoint["channel_versions"]
+        if attempt == 1 and unsent and reply_codes.lost_element(replies[-1]):
+            logger.warning(
+                "thread %r: an element checkpoint %r names is %s in Redis; the put "
+                "sends its elements again",
+                thread_id,
+                checkpoint["id"],
+                "damaged" if "damaged" in str(replies[-1]) else "missing",
             )
-            args: list[Any] = [
-                self.ttl_arg,
-                held_token(self.keys.prefix, thread_id),
-                member,
-                record,
-                run_id,
-                lower,
-                upper,
-                self.keys.checkpoint_member(ns, parent_id) if parent_id else "",
-                unsent,
-                len(named),
-                *named,
-                len(unwritten),
-                when,
-                *(x for f in unwritten for x in (f, self._never_written(thread_id, f))),
-                len(elements),
-            ]
-            # One round trip: the values by plain HSETNX (a value never changes under its
-            # version, and a fenced-out writer's versions have tails of their own, so it
-            # can only leave orphans), the elements by HSET (bytes hashed to their digest:
-            # right, and written over a damaged copy),
-            # then the script, which indexes the checkpoint only once they are all there.
-            # With a ttl, MULTI keeps a client that dies halfway from leaving a hash
-            # without an expiry.
-            sent = [*(d for d, _ in elements), *(f for f, _ in blobs)]
-            script = Script("put_checkpoint", tk.for_writes(), [*args, "sent", *sent, *head])
-            replies, acked = yield from self.write_round_trip(
-                [
-                    *(("HSET", tk.el, d, e) for d, e in elements),
-                    *(("HSETNX", tk.bl, f, r) for f, r in blobs),
-                    *(("HSET", tk.bl, f, r) for f, r in remade),
-                    script,
-                ],
-                atomic=bool(self.ttl),
-                ahead=self.run_index.ahead(run_id, thread_id),
-            )
-            if attempt == 1 and unsent and reply_codes.lost_element(replies[-1]):
-                logger.warning(
-                    "thread %r: an element checkpoint %r names is %s in Redis; the put "
-                    "sends its elements again",
-                    thread_id,
-                    checkpoint["id"],
-                    "damaged" if "damaged" in str(replies[-1]) else "missing",
-                )
-                # An element it names is not there: every element its values hold goes,
-                # written over what is stored (elements.py). A kept value whose elements
-                # split to other digests now (an EncryptedSerializer's fresh ciphertext, a
-                # newer signing key) gets its manifest made again: the same list, named
-                # by elements that are there.
-                for channel in manifests.keys() - new_versions.keys():
-                    if channel in values:
-                        field_ = self.keys.blob_field(ns, channel, kept_versions[channel])
-                        remade_record, split = self._blob_records(
-                            thread_id, field_, channel, values[channel]
-                        )
-                        if split is None:
-                            continue
-                        new_elements.update(split.stored)
-                        if split.digests != manifests[channel]:
-                            remade.append((field_, remade_record))
-                            manifests[channel] = split.digests
-                elements = sorted(new_elements.items())
-                unsent = _unsent(
-                    manifests, elements, self.element_cache, self.verify_elements_on_write
-                )
+            # An element it names is not there: every element its values hold goes,
+            # written over what is stored (elements.py). A kept value whose elements
+            # split to other digests now (an EncryptedSerializer's fresh ciphertext, a
+            # newer signing key) gets its manifest made again: the same list, named
+            # by elements that are there.
+            for channel in manifests.keys() - new_versions.keys():
+                if channel in values:
+                    field_ = ctx.keys.blob_field(ns, channel, kept_versions[channel])
+                    remade_record, split = codec.blob_records(
+                        ctx, thread_id, field_, channel, values[channel]
+                    )
+                    if split is None:
+                        continue
+                    new_elements.update(split.stored)
+                    if split.digests != manifests[channel]:
+                        remade.append((field_, remade_record))
+                        manifests[channel] = split.digests
+            elements = sorted(new_elements.items())
+            unsent = _unsent(manifests, elements, ctx.element_cache, ctx.verify_elements_on_write)
+            continue
+        if (
+            attempt == 1
+            and parent_id
+            and parent_versions is None
+            and reply_codes.lost_value(replies[-1])
+        ):
+            # A parent this saver did not write or read last: a kept value is not
+            # there. Whether the parent names it is read from the parent's record;
+            # if not, it was never written, and the write goes again saying so.
+            parent_versions = yield from _stored_versions(ctx, tk, ns, parent_id)
+            if parent_versions is not None:
                 continue
-            if (
-                attempt == 1
-                and parent_id
-                and parent_versions is None
-                and reply_codes.lost_value(replies[-1])
-            ):
-                # A parent this saver did not write or read last: a kept value is not
-                # there. Whether the parent names it is read from the parent's record;
-                # if not, it was never written, and the write goes again saying so.
-                parent_versions = yield from self._stored_versions(tk, ns, parent_id)
-                if parent_versions is not None:
-                    continue
-            break
-        for reply in replies[:-1]:  # a value refused (out of memory...): say why, typed
-            if isinstance(reply, Exception) and not reply_codes.is_wrong_type(reply):
-                raise reply
-        in_namespace, acked = yield from self._write_reply(tk, script, replies[-1], acked)
-        if in_namespace == -1:  # a hash has the wrong type: repair, values inline
-            pairs = [x for pair in (*elements, *blobs, *remade) for x in pair]
-            inline = Script("put_checkpoint", tk.with_twins(), [*args, "inline", *pairs, *head])
-            (in_namespace,), acked = yield from self.write_round_trip([inline], raising=True)
-        self._newest_versions.remember(
-            (thread_id, ns), checkpoint.get("channel_versions", {}), checkpoint["id"], manifests
+        break
+    for reply in replies[:-1]:  # a value refused (out of memory...): say why, typed
+        if isinstance(reply, Exception) and not reply_codes.is_wrong_type(reply):
+            raise reply
+    in_namespace, acked = yield from round_trips.write_reply(ctx, tk, script, replies[-1], acked)
+    if in_namespace == -1:  # a hash has the wrong type: repair, values inline
+        pairs = [x for pair in (*elements, *blobs, *remade) for x in pair]
+        inline = Script("put_checkpoint", tk.with_twins(), [*args, "inline", *pairs, *head])
+        (in_namespace,), acked = yield from round_trips.write_round_trip(
+            ctx, [inline], raising=True
         )
-        self._recent_fields.recall(
-            thread_id, ns, checkpoint["id"], [*named, *unwritten, *(f for f, _ in blobs)]
+    ctx.newest_versions.remember(
+        (thread_id, ns), checkpoint.get("channel_versions", {}), checkpoint["id"], manifests
+    )
+    ctx.recent_fields.recall(
+        thread_id, ns, checkpoint["id"], [*named, *unwritten, *(f for f, _ in blobs)]
+    )
+    round_trips.replicated(ctx, tk, acked)
+    keep_last = ctx.keep_last
+    if keep_last and in_namespace > keep_last + max(4, keep_last // 4):
+        # Amortized retention: one collection per keep_last/4 puts, not one per put.
+        yield from retention.collect(
+            ctx,
+            tk,
+            lambda decoded, pinned: retention.prunable(decoded, keep_last, pinned),
+            pin_valid=True,
         )
-        self.replicated(tk, acked)
-        keep_last = self.keep_last
-        if keep_last and in_namespace > keep_last + max(4, keep_last // 4):
-            # Amortized retention: one collection per keep_last/4 puts, not one per put.
-            yield from self._collect(
-                tk, lambda decoded, pinned: prunable(decoded, keep_last, pinned), pin_valid=True
-            )
-        return checkpoint_config(thread_id, ns, checkpoint["id"])
+    return checkpoint_config(thread_id, ns, checkpoint["id"])
 
-    def _kept_fields(
-        self,
-        ns: str,
-        kept: Mapping[str, Any],
-        parent_id: str | None,
-        parent_versions: Mapping[str, Any] | None,
-        versions: Mapping[str, Any],
-    ) -> tuple[list[str], list[str], str]:
-        """The blob fields of the versions a checkpoint keeps (names without writing),
-        split by what the saver recorded when they were written: (*named*, *unwritten*,
-        when the unwritten are).
 
-        * *named*: a write stored the value (or its "never written" record): the parent
-          names the same version, or the channel at another version (``update_state``'s
-          copy of a checkpoint keeps what that checkpoint wrote). Missing, the script
-          refuses the write (``CheckpointLostError``): a value lost.
-        * *unwritten*, ``"renamed"``: a version the parent names under a channel this
-          checkpoint no longer has, kept under a new name: LangGraph renamed the channel
-          when it migrated an older checkpoint on load, and never stored its value under
-          the new name.
-        * *unwritten*, ``"first"``: no parent (a hand-built checkpoint, as
-          langgraph-checkpoint-redis's README puts): never written while the namespace
-          holds no checkpoint; once it holds one, the script treats them as named.
+def _kept_fields(
+    ctx: PlanContext,
+    ns: str,
+    kept: Mapping[str, Any],
+    parent_id: str | None,
+    parent_versions: Mapping[str, Any] | None,
+    versions: Mapping[str, Any],
+) -> tuple[list[str], list[str], str]:
+    """The blob fields of the versions a checkpoint keeps (names without writing),
+    split by what the saver recorded when they were written: (*named*, *unwritten*,
+    when the unwritten are).
 
-        The script stores an "empty" record under each unwritten version that is missing,
-        which reads as no value, as InMemorySaver reads a version it never stored; a value
-        stored under one stays. With a parent whose versions are unknown here
-        (``parent_versions`` None), every kept version counts as named; a refusal then
-        reads the parent (``put``)."""
-        if not parent_id:
-            return [], self._fields_of(ns, kept), "first"
-        if parent_versions is None:
-            return self._fields_of(ns, kept), [], "renamed"
-        gone = {v for c, v in parent_versions.items() if c not in versions}  # renamed from
-        renamed = {c: v for c, v in kept.items() if parent_versions.get(c) != v and v in gone}
-        named = {c: v for c, v in kept.items() if c not in renamed}
-        return self._fields_of(ns, named), self._fields_of(ns, renamed), "renamed"
+    * *named*: a write stored the value (or its "never written" record): the parent
+      names the same version, or the channel at another version (``update_state``'s
+      copy of a checkpoint keeps what that checkpoint wrote). Missing, the script
+      refuses the write (``CheckpointLostError``): a value lost.
+    * *unwritten*, ``"renamed"``: a version the parent names under a channel this
+      checkpoint no longer has, kept under a new name: LangGraph renamed the channel
+      when it migrated an older checkpoint on load, and never stored its value under
+      the new name.
+    * *unwritten*, ``"first"``: no parent (a hand-built checkpoint, as
+      langgraph-checkpoint-redis's README puts): never written while the namespace
+      holds no checkpoint; once it holds one, the script treats them as named.
 
-    def _never_written(self, thread_id: str, blob_field: str) -> bytes:
-        """The record of a version no write stored: the "empty" value record."""
-        return self._seal_value("bl", thread_id, blob_field, [], NO_VALUE, "")
+    The script stores an "empty" record under each unwritten version that is missing,
+    which reads as no value, as InMemorySaver reads a version it never stored; a value
+    stored under one stays. With a parent whose versions are unknown here
+    (``parent_versions`` None), every kept version counts as named; a refusal then
+    reads the parent (``put``)."""
+    if not parent_id:
+        return [], codec.fields_of(ctx, ns, kept), "first"
+    if parent_versions is None:
+        return codec.fields_of(ctx, ns, kept), [], "renamed"
+    gone = {v for c, v in parent_versions.items() if c not in versions}  # renamed from
+    renamed = {c: v for c, v in kept.items() if parent_versions.get(c) != v and v in gone}
+    named = {c: v for c, v in kept.items() if c not in renamed}
+    return codec.fields_of(ctx, ns, named), codec.fields_of(ctx, ns, renamed), "renamed"
 
-    def _stored_versions(
-        self, tk: ThreadKeys, ns: str, checkpoint_id: str
-    ) -> Plan[dict[str, Any] | None]:
-        """The channel versions the stored record of a checkpoint names; None when it is
-        gone or does not verify."""
-        member = self.keys.checkpoint_member(ns, checkpoint_id)
-        entries, _ = yield from self._read_entries(tk, ["members", member])
-        decoded = self._decode_entry(tk, entries[0]) if entries else None
-        if not isinstance(decoded, DecodedCheckpoint):
-            return None
-        return dict(decoded.checkpoint.get("channel_versions") or {})
 
-    def put_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> Plan[None]:
-        conf = configurable(config)
-        thread_id = thread_id_of(conf)
-        ns = conf.get("checkpoint_ns", "")
-        checkpoint_id = conf.get("checkpoint_id")
-        if not checkpoint_id:
-            raise InvalidConfigError("put_writes needs config['configurable']['checkpoint_id']")
-        inputs.text(task_id, "task_id")
-        inputs.text(task_path, "task_path")
-        tk = self.keys.thread(thread_id)
-        # A thread waiting on an interrupt() keeps its keys until answered, whatever the
-        # ttl (a human may take their time); its next checkpoint write sets the ttl again.
-        waits = self.ttl_arg and any(channel == INTERRUPT for channel, _ in writes)
-        triples: list[Any] = []
-        new_elements: dict[bytes, bytes] = {}
-        for idx, (channel, value) in enumerate(writes):
-            inputs.text(channel, f"the channel of pending write {idx} of task {task_id!r}")
-            special = channel in WRITES_IDX_MAP
-            member = self.keys.write_member(
-                ns, checkpoint_id, task_path, task_id, WRITES_IDX_MAP[channel] if special else idx
-            )
-            what = f"the pending write to channel {channel!r} of task {task_id!r}"
-            # A special channel's write is overwritten, not appended to: kept whole.
-            record, split = self._write_record(
-                thread_id, member, channel, value, what, splittable=not special
-            )
-            if split is not None:
-                new_elements.update(split.stored)
-            triples += [member, record, "1" if special else "0"]
-        if triples:
-            elements = [x for pair in sorted(new_elements.items()) for x in pair]
-            args = [
-                "persist" if waits else self.ttl_arg,
-                held_token(self.keys.prefix, thread_id),
-                len(new_elements),
-                *elements,
-                *triples,
-            ]
-            script = Script("put_writes", tk.for_writes(), args)
-            (reply,), acked = yield from self.write_round_trip([script])
-            _, acked = yield from self._write_reply(tk, script, reply, acked)
-            self.replicated(tk, acked)
+def _never_written(ctx: PlanContext, thread_id: str, blob_field: str) -> bytes:
+    """The record of a version no write stored: the "empty" value record."""
+    return codec.seal_value(ctx, "bl", thread_id, blob_field, [], NO_VALUE, "")
 
-    def write_round_trip(
-        self, commands: list[Any], raising: bool = False, **batch: Any
-    ) -> Plan[tuple[list[Any], Any]]:
-        """One write round trip: its replies (errors as values unless ``raising``) and,
-        with ``wait_for_replicas``, the replicas that acknowledged it (WAIT rides on the
-        connection that wrote: it counts that connection's writes)."""
-        wait = (self.wait_for_replicas, self.replica_timeout_ms) if self.wait_for_replicas else None
-        replies = yield Batch(commands, errors_as_values=not raising, wait_replicas=wait, **batch)
-        return (replies[:-1], replies[-1]) if wait else (replies, None)
 
-    def _write_reply(
-        self, tk: ThreadKeys, script: Script, reply: Any, acked: Any
-    ) -> Plan[tuple[Any, Any]]:
-        """A write script's reply (and acknowledgements). One that found a key of the wrong
-        type (LGD_REPAIR) is sent again with the damaged twins to move it to; other errors
-        are raised, typed."""
-        if reply_codes.needs_repair(reply):
-            again = Script(script.name, tk.with_twins(), script.args)
-            (reply,), acked = yield from self.write_round_trip([again], raising=True)
-            return reply, acked
-        if isinstance(reply, Exception):
-            raise reply_codes.typed(self.keys, script, reply)
-        return reply, acked
+def _stored_versions(
+    ctx: PlanContext, tk: ThreadKeys, ns: str, checkpoint_id: str
+) -> Plan[dict[str, Any] | None]:
+    """The channel versions the stored record of a checkpoint names; None when it is
+    gone or does not verify."""
+    member = ctx.keys.checkpoint_member(ns, checkpoint_id)
+    entries, _ = yield from reads.read_entries(ctx, tk, ["members", member])
+    decoded = codec.decode_entry(ctx, tk, entries[0]) if entries else None
+    if not isinstance(decoded, DecodedCheckpoint):
+        return None
+    return dict(decoded.checkpoint.get("channel_versions") or {})
 
-    def replicated(self, tk: ThreadKeys, acked: Any) -> None:
-        """With ``wait_for_replicas``: the write just made reached that many replicas
-        (WAIT after the last write round trip covers every write before it: replicas
-        acknowledge one replication stream in order)."""
-        if not self.wait_for_replicas:
-            return
-        if isinstance(acked, Exception):  # WAIT refused (an ACL without it, a replica)
-            raise acked
-        if int(acked) < self.wait_for_replicas:
-            raise NotReplicatedError(
-                thread_id=tk.thread_id,
-                wanted=self.wait_for_replicas,
-                acknowledged=int(acked),
-                timeout_ms=self.replica_timeout_ms,
-            )
+
+def put_writes(
+    ctx: PlanContext,
+    config: RunnableConfig,
+    writes: Sequence[tuple[str, Any]],
+    task_id: str,
+    task_path: str = "",
+) -> Plan[None]:
+    conf = configurable(config)
+    thread_id = thread_id_of(conf)
+    ns = conf.get("checkpoint_ns", "")
+    checkpoint_id = conf.get("checkpoint_id")
+    if not checkpoint_id:
+        raise InvalidConfigError("put_writes needs config['configurable']['checkpoint_id']")
+    inputs.text(task_id, "task_id")
+    inputs.text(task_path, "task_path")
+    tk = ctx.keys.thread(thread_id)
+    # A thread waiting on an interrupt() keeps its keys until answered, whatever the
+    # ttl (a human may take their time); its next checkpoint write sets the ttl again.
+    waits = ctx.ttl_arg and any(channel == INTERRUPT for channel, _ in writes)
+    triples: list[Any] = []
+    new_elements: dict[bytes, bytes] = {}
+    for idx, (channel, value) in enumerate(writes):
+        inputs.text(channel, f"the channel of pending write {idx} of task {task_id!r}")
+        special = channel in WRITES_IDX_MAP
+        member = ctx.keys.write_member(
+            ns, checkpoint_id, task_path, task_id, WRITES_IDX_MAP[channel] if special else idx
+        )
+        what = f"the pending write to channel {channel!r} of task {task_id!r}"
+        # A special channel's write is overwritten, not appended to: kept whole.
+        record, split = codec.write_record(
+            ctx, thread_id, member, channel, value, what, splittable=not special
+        )
+        if split is not None:
+            new_elements.update(split.stored)
+        triples += [member, record, "1" if special else "0"]
+    if triples:
+        elements = [x for pair in sorted(new_elements.items()) for x in pair]
+        args = [
+            "persist" if waits else ctx.ttl_arg,
+            held_token(ctx.keys.prefix, thread_id),
+            len(new_elements),
+            *elements,
+            *triples,
+        ]
+        script = Script("put_writes", tk.for_writes(), args)
+        (reply,), acked = yield from round_trips.write_round_trip(ctx, [script])
+        _, acked = yield from round_trips.write_reply(ctx, tk, script, reply, acked)
+        round_trips.replicated(ctx, tk, acked)
 
 
 def _unsent(

@@ -17,17 +17,16 @@ import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from dataclasses import field as default
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import msgpack
 from pydantic import BaseModel, model_validator
 
+from langgraph_durable.core import codec
+from langgraph_durable.core.context import PlanContext
 from langgraph_durable.core.errors import RecordDamagedError
 from langgraph_durable.core.heads import REPLAYED, replayed
 from langgraph_durable.core.keys import LEDGER_RECORD, KeySchema
-
-if TYPE_CHECKING:
-    from langgraph_durable.core.codec import RecordCodec
 
 Policy = Literal["escalate", "retry", "fail", "readonly"]
 POLICIES: tuple[str, ...] = ("escalate", "retry", "fail", "readonly")
@@ -159,14 +158,14 @@ class LedgerEntry:
         return self.position >= MODEL_POSITION
 
 
-def seal_entry(codec: RecordCodec, thread_id: str, entry: LedgerEntry) -> bytes:
+def seal_entry(ctx: PlanContext, thread_id: str, entry: LedgerEntry) -> bytes:
     """The record of ``entry``: msgpack in the integrity envelope, bound to its field."""
-    return sealed_entry(codec, thread_id, entry)[0]
+    return sealed_entry(ctx, thread_id, entry)[0]
 
 
-def sealed_entry(codec: RecordCodec, thread_id: str, entry: LedgerEntry) -> tuple[bytes, bytes]:
+def sealed_entry(ctx: PlanContext, thread_id: str, entry: LedgerEntry) -> tuple[bytes, bytes]:
     """The record of ``entry`` and its body (what its signed mark names: heads.py)."""
-    serde = codec.serde
+    serde = ctx.serde
     body = {
         "v": _FORMAT,
         "state": entry.state,
@@ -193,11 +192,11 @@ def sealed_entry(codec: RecordCodec, thread_id: str, entry: LedgerEntry) -> tupl
     }
     identity = KeySchema.identity(LEDGER_RECORD, thread_id, entry.field)
     packed = msgpack.packb(body, use_bin_type=True)
-    return codec.envelope.seal(identity, packed), packed
+    return ctx.envelope.seal(identity, packed), packed
 
 
 def open_entry(
-    codec: RecordCodec,
+    ctx: PlanContext,
     thread_id: str,
     raw_field: bytes | str,
     record: bytes | None,
@@ -207,12 +206,12 @@ def open_entry(
     its signed ``mark`` names no longer (an older record written back: heads.py), reads
     as ``DAMAGED`` with the reason (its field still says where the call was)."""
     field = raw_field.decode() if isinstance(raw_field, bytes) else raw_field
-    base = LedgerEntry(field=field, **vars(codec.keys.parse_ledger_field(field)), state=DAMAGED)
+    base = LedgerEntry(field=field, **vars(ctx.keys.parse_ledger_field(field)), state=DAMAGED)
     if record:
         base = replace(base, seen=hashlib.sha1(record).hexdigest())
     try:
-        raw = codec.envelope.open(KeySchema.identity(LEDGER_RECORD, thread_id, field), record)
-        if replayed(codec.envelope, thread_id, field, raw, mark):
+        raw = ctx.envelope.open(KeySchema.identity(LEDGER_RECORD, thread_id, field), record)
+        if replayed(ctx.envelope, thread_id, field, raw, mark):
             return replace(base, damage=REPLAYED)
         body = msgpack.unpackb(raw, raw=False)
         if not isinstance(body, dict) or body.get("v") != _FORMAT:
@@ -228,7 +227,7 @@ def open_entry(
             escalation=body["escalation"],
             escalations=tuple(body["escalations"]),
             resolution=body["resolution"],
-            result=codec.load_value(*result) if result is not None else None,
+            result=codec.load_value(ctx, *result) if result is not None else None,
             error=body["error"],
             started_at=body["started"],
             finished_at=body["finished"],
@@ -236,7 +235,7 @@ def open_entry(
             hint=body.get("hint"),
             **_execution_facts(body),
             decisions={
-                int(slot): Decision(action, codec.load_value(*result), reason, by, at)
+                int(slot): Decision(action, codec.load_value(ctx, *result), reason, by, at)
                 for slot, action, result, reason, by, at in body.get("decisions") or ()
             },
         )

@@ -13,6 +13,7 @@ import redis
 from langgraph.checkpoint.base import empty_checkpoint
 
 from langgraph_durable import AsyncRedisSaver, RedisSaver
+from langgraph_durable.core import codec
 from langgraph_durable.core.errors import CheckpointCorruptedError
 from langgraph_durable.core.ops import Batch
 from tests.helpers import graphs
@@ -357,7 +358,7 @@ def test_a_manifest_naming_one_element_many_times_is_damage_not_memory(
     (digest,) = digests_of(saver, ["x" * 100_000])
     type_, data = saver.serde.dumps_typed("x" * 100_000)
     redis_client.hset(tk.el, digest, type_.encode() + b"\x00" + data)
-    forged = saver.core._seal("bl", "amp", field_.decode(), ["lgdl1", digest * 1000])
+    forged = codec.seal(saver.core, "bl", "amp", field_.decode(), ["lgdl1", digest * 1000])
     redis_client.hset(tk.bl, field_, forged)
     with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as fresh:
         fresh.core.max_record_bytes = 10_000_000  # 100 MB named by a 16 KB manifest

@@ -19,6 +19,7 @@ from typing_extensions import TypedDict
 
 from langgraph_durable import CheckpointCorruptedError, RedisSaver, UnreadableThreadError
 from langgraph_durable.cli import cli
+from langgraph_durable.core import codec
 from tests.helpers.graphs import chain
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -58,7 +59,7 @@ def forge_newest_value(
     assert newest is not None
     version = newest.checkpoint["channel_versions"]["note"]
     field = saver.keys.blob_field("", "note", version)
-    record = saver.core._seal("bl", thread_id, field, ["msgpack", payload])
+    record = codec.seal(saver.core, "bl", thread_id, field, ["msgpack", payload])
     client.hset(saver.keys.thread(thread_id).bl, field, record)
     return newest.checkpoint["id"]
 
@@ -110,7 +111,7 @@ def test_pickle_and_json_records_are_refused_by_the_default_serializer(
         assert newest is not None
         field = saver.keys.blob_field("", "note", newest.checkpoint["channel_versions"]["note"])
         for type_ in ("pickle", "json"):
-            record = saver.core._seal("bl", "t", field, [type_, b'"x"'])
+            record = codec.seal(saver.core, "bl", "t", field, [type_, b'"x"'])
             redis_client.hset(saver.keys.thread("t").bl, field, record)
             with pytest.raises(
                 CheckpointCorruptedError, match=f"refused serialization type '{type_}'"
@@ -131,7 +132,7 @@ def test_an_encrypting_serializer_refuses_a_plain_json_record_too(
         newest = saver.get_tuple(cfg("t"))
         assert newest is not None and newest.checkpoint["channel_values"]["note"] == "step 3"
         field = saver.keys.blob_field("", "note", newest.checkpoint["channel_versions"]["note"])
-        record = saver.core._seal("bl", "t", field, ["json", b'"forged"'])
+        record = codec.seal(saver.core, "bl", "t", field, ["json", b'"forged"'])
         redis_client.hset(saver.keys.thread("t").bl, field, record)
         with pytest.raises(CheckpointCorruptedError, match="refused serialization type 'json'"):
             saver.get_tuple(cfg("t", newest.checkpoint["id"]))
@@ -262,7 +263,7 @@ def test_a_verified_checkpoint_of_the_wrong_shape_is_damage_not_a_crash(
         parent = newest.parent_config["configurable"]["checkpoint_id"]
         body = [parent, *saver.serde.dumps_typed(checkpoint), *saver.serde.dumps_typed({})]
         redis_client.hset(
-            saver.keys.thread("t").cp, member, saver.core._seal("cp", "t", member, body)
+            saver.keys.thread("t").cp, member, codec.seal(saver.core, "cp", "t", member, body)
         )
 
         tup = saver.get_tuple(cfg("t"))

@@ -9,6 +9,7 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import Checkpoint, empty_checkpoint
 
+from langgraph_durable.core import codec
 from langgraph_durable.core.envelope import Envelope
 from langgraph_durable.core.keys import KeySchema
 from langgraph_durable.core.ops import Batch, Command, Plan, Script
@@ -85,10 +86,12 @@ class Thread:
         serde = self.core.serde
         member = self.core.keys.checkpoint_member("", checkpoint["id"])
         body = [parent, *serde.dumps_typed(stored), *serde.dumps_typed({"step": step})]
-        self.records[member] = self.core._seal("cp", self.thread_id, member, body)
+        self.records[member] = codec.seal(self.core, "cp", self.thread_id, member, body)
         for channel, value in values.items():
             field = self.core.keys.blob_field("", channel, checkpoint["channel_versions"][channel])
-            self.values[field], _ = self.core._blob_records(self.thread_id, field, channel, value)
+            self.values[field], _ = codec.blob_records(
+                self.core, self.thread_id, field, channel, value
+            )
         self.ids.append(checkpoint["id"])
         return checkpoint["id"]
 

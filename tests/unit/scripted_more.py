@@ -9,6 +9,7 @@ from typing import Any
 
 from langgraph.checkpoint.base import Checkpoint, empty_checkpoint
 
+from langgraph_durable.core import codec
 from langgraph_durable.core.keys import ThreadKeys
 from langgraph_durable.core.ops import Batch
 from langgraph_durable.core.saver_core import SaverCore
@@ -60,7 +61,7 @@ class Store:
         serde = self.core.serde
         meta = {"step": step, **(metadata or {})}
         body = [parent, *serde.dumps_typed(stored), *serde.dumps_typed(meta)]
-        self.cp[member] = self.core._seal("cp", self.thread_id, member, body)
+        self.cp[member] = codec.seal(self.core, "cp", self.thread_id, member, body)
         self.versions[member] = versions
         for channel, value in (values or {}).items():
             self.value(ns, channel, step, value)
@@ -70,7 +71,7 @@ class Store:
         """Store ``value`` as ``channel``'s at version ``at``: its record, and its
         elements when it is a list worth splitting (elements.py)."""
         field = self.core.keys.blob_field(ns, channel, version(at))
-        self.bl[field], split = self.core._blob_records(self.thread_id, field, channel, value)
+        self.bl[field], split = codec.blob_records(self.core, self.thread_id, field, channel, value)
         if split is not None:
             self.el.update(split.stored)
         return field
@@ -88,8 +89,8 @@ class Store:
     ) -> str:
         """Store a pending write of ``checkpoint``; returns its member."""
         member = self.core.keys.write_member(ns, checkpoint, path, task, idx)
-        self.wr[member], split = self.core._write_record(
-            self.thread_id, member, channel, value, "a pending write", True
+        self.wr[member], split = codec.write_record(
+            self.core, self.thread_id, member, channel, value, "a pending write", True
         )
         if split is not None:
             self.el.update(split.stored)

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from langgraph_durable.core import reads
 from langgraph_durable.core.errors import ConfigurationError
 from langgraph_durable.core.ops import Script
 from langgraph_durable.io.compat import key_prefix, ttl_settings
@@ -107,11 +108,11 @@ def test_a_bad_sentinel_url_never_shows_its_password() -> None:
 def test_refresh_on_read_is_one_round_trip_over_every_key_of_the_thread() -> None:
     core = make_core(ttl=30, refresh_on_read=True)
     tk = core.keys.thread("t")
-    (op,) = list(core._refresh_ttl(tk))
+    (op,) = list(reads.refresh_ttl(core, tk))
     assert isinstance(op, Script) and op.name == "refresh"
     assert (op.keys, op.args) == (tk.all(), [30])
     assert tk.lease not in op.keys  # the lease keeps its own clock
-    assert list(make_core(ttl=30)._refresh_ttl(tk)) == []  # off by default
+    assert list(reads.refresh_ttl(make_core(ttl=30), tk)) == []  # off by default
 
 
 @pytest.mark.parametrize(

@@ -12,6 +12,7 @@ from typing import Any
 import msgpack
 import pytest
 
+from langgraph_durable.core import codec
 from langgraph_durable.core.errors import CheckpointCorruptedError, UnreadableThreadError
 from langgraph_durable.core.heads import sealed_head
 from langgraph_durable.core.ops import Batch, Script
@@ -180,7 +181,7 @@ def test_a_damaged_pending_write_drops_its_whole_task_and_is_reported() -> None:
 
     def write(task: str, idx: int, channel: str, value: Any) -> tuple[bytes, bytes]:
         member = keys.write_member("", only, "path", task, idx)
-        record, _ = core._write_record(THREAD, member, channel, value, "a write", False)
+        record, _ = codec.write_record(core, THREAD, member, channel, value, "a write", False)
         return member.encode(), record
 
     bad_member, bad = write("t1", 0, "a", "first")
@@ -282,7 +283,7 @@ def test_a_head_naming_the_checkpoint_read_or_an_older_one_is_no_finding() -> No
             ("batch:HMGET", thread.hmget),
         )
         assert tup.checkpoint["id"] == newest
-        core._newest_versions.forget(THREAD)  # the next read has no guess either
+        core.newest_versions.forget(THREAD)  # the next read has no guess either
         assert (THREAD, "") not in core.recovery_reports
     # An empty signed namespace has no head and reads as new.
     nothing, _ = drive(

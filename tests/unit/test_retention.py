@@ -11,6 +11,7 @@ import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 from redis.exceptions import ResponseError
 
+from langgraph_durable.core import codec
 from langgraph_durable.core.ops import Batch, Script
 from langgraph_durable.core.records import PLAN_RETRIES, DecodedCheckpoint
 from langgraph_durable.core.retention import prunable
@@ -25,7 +26,7 @@ def decoded(store: Store) -> dict[str, DecodedCheckpoint]:
     """The thread's checkpoints as retention decodes them from ``HGETALL cp``."""
     out = {}
     for member, record in store.hgetall_cp().items():
-        d = store.core._decode_entry(store.tk, [member, record, []])
+        d = codec.decode_entry(store.core, store.tk, [member, record, []])
         assert isinstance(d, DecodedCheckpoint)
         out[d.member] = d
     return out
@@ -280,8 +281,10 @@ def test_elements_only_doomed_values_name_go_with_them() -> None:
     assert ops[3].commands[1] == ("HMGET", store.tk.bl, kept_field)
     args = delete_args(ops[4])
     assert args["doomed"] == [store.member(c1)]
-    old_only = core._manifest_of(THREAD, store.fields_of(c1)[0], store.bl[store.fields_of(c1)[0]])
-    still_named = core._manifest_of(THREAD, kept_field, store.bl[kept_field])
+    old_only = codec.manifest_of(
+        core, THREAD, store.fields_of(c1)[0], store.bl[store.fields_of(c1)[0]]
+    )
+    still_named = codec.manifest_of(core, THREAD, kept_field, store.bl[kept_field])
     assert set(args["loose"]) == set(old_only) - set(still_named) and len(args["loose"]) == 1
 
 

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from redis.exceptions import ResponseError
 
+from langgraph_durable.core import codec
 from langgraph_durable.core.heads import sealed_head
 from langgraph_durable.core.ops import Batch
 from langgraph_durable.core.records import Damage
@@ -122,7 +123,7 @@ def test_a_damaged_element_is_a_finding_and_so_are_the_values_naming_it() -> Non
     core = make_core()
     store, (c1, c2) = healthy(core)
     manifest = next(f for f in store.bl if "messages" in f)
-    named = core._manifest_of(THREAD, manifest, store.bl[manifest])
+    named = codec.manifest_of(core, THREAD, manifest, store.bl[manifest])
     store.el[named[0]] = flipped(store.el[named[0]])
     report = verify(core, *reply(store))
     assert ("element", Damage.CHECKSUM_MISMATCH) in kinds(report)
