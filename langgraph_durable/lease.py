@@ -35,6 +35,7 @@ from langgraph_durable.core.fencing import Lease
 from langgraph_durable.core.inputs import configurable
 from langgraph_durable.core.ops import Plan
 from langgraph_durable.core.saver_core import SaverCore
+from langgraph_durable.io.telemetry import Telemetry
 
 _T = TypeVar("_T")
 
@@ -44,6 +45,7 @@ class LeaseHolder(Protocol):
 
     core: SaverCore
     key_prefix: str
+    telemetry: Telemetry
 
     def drive(self, plan: Plan[_T]) -> _T: ...
     async def adrive(self, plan: Plan[_T]) -> _T: ...
@@ -96,7 +98,7 @@ def hold(
                 outcome: bool | Exception = saver.drive(saver.core.renew_lease(lease))
             except Exception as exc:  # noqa: BLE001 - whatever it was, renewal goes on
                 outcome = exc
-            if not _renewed(lease, outcome):
+            if not _renewed(saver, lease, outcome):
                 return
 
     renewer = threading.Thread(target=renew, name=f"lease-{lease.thread_id}", daemon=True)
@@ -133,7 +135,7 @@ async def ahold(
                 outcome: bool | Exception = await saver.adrive(saver.core.renew_lease(lease))
             except Exception as exc:  # noqa: BLE001 - whatever it was, renewal goes on
                 outcome = exc
-            if not _renewed(lease, outcome):
+            if not _renewed(saver, lease, outcome):
                 return
 
     renewer = asyncio.create_task(renew())
@@ -148,7 +150,7 @@ async def ahold(
             _release_failed(exc)
 
 
-def _renewed(lease: Lease, outcome: bool | Exception) -> bool:
+def _renewed(saver: LeaseHolder, lease: Lease, outcome: bool | Exception) -> bool:
     """Note one renewal's outcome; False once the lease is lost for good."""
     if isinstance(outcome, Exception):  # a connection fault: the next round tries again
         logger.warning("langgraph-durable: renewing the lease failed: %s", outcome)
@@ -156,6 +158,7 @@ def _renewed(lease: Lease, outcome: bool | Exception) -> bool:
     if outcome:
         return True
     lease.lost = True  # tokens only grow: a newer one was handed out, this one never returns
+    saver.telemetry.event("lgd.lease.lost", {"lgd.lease.token": str(lease.token)}, lease.thread_id)
     logger.error(
         "langgraph-durable: the lease on thread %r (token %s) was taken over; this "
         "worker's writes to it will be rejected",

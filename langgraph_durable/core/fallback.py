@@ -29,7 +29,7 @@ from langgraph_durable.core.errors import (
 from langgraph_durable.core.heads import head_checkpoint, stale_reason
 from langgraph_durable.core.inputs import configurable
 from langgraph_durable.core.keys import ThreadKeys
-from langgraph_durable.core.ops import Command, Plan
+from langgraph_durable.core.ops import Command, Note, Plan
 from langgraph_durable.core.records import (
     Damage,
     DamagedCheckpoint,
@@ -128,10 +128,12 @@ def _get_tuple(ctx: PlanContext, config: RunnableConfig) -> Plan[CheckpointTuple
                 )
             if report.skipped:
                 _report(ctx, report, level=logging.ERROR)
+                yield _fallback_note(report)
             return None
         result = results[0]
         if isinstance(result, DamagedCheckpoint):
             reads.log_damage(tk, result, level=logging.WARNING)
+            yield reads.damage_note(result)
             report.skipped.append(
                 SkippedCheckpoint(result.checkpoint_id, result.key, result.reason)
             )
@@ -142,6 +144,8 @@ def _get_tuple(ctx: PlanContext, config: RunnableConfig) -> Plan[CheckpointTuple
             report.used_checkpoint_id = result.checkpoint["id"]
             report.recovered_from_step = result.metadata.get("step")
             _report(ctx, report, level=logging.WARNING)
+            if report.skipped:
+                yield _fallback_note(report)
         return result
 
 
@@ -174,6 +178,19 @@ def _check_head(
     if (found_id is not None and head_id <= found_id) or head_id in skipped:
         return
     report.skipped.append(SkippedCheckpoint(head_id, tk.head, stale_reason(head_id)))
+
+
+def _fallback_note(report: RecoveryReport) -> Note:
+    """The telemetry event of a read that fell back past damaged checkpoints."""
+    skipped = "; ".join(f"{s.checkpoint_id}: {s.reason}" for s in report.skipped)
+    return Note(
+        "lgd.fallback",
+        {
+            "lgd.used_checkpoint_id": report.used_checkpoint_id or "",
+            "lgd.skipped": skipped[:1000],
+            "lgd.skipped_count": len(report.skipped),
+        },
+    )
 
 
 def _report(ctx: PlanContext, report: RecoveryReport, *, level: int) -> None:

@@ -225,6 +225,7 @@ def _emit(
     """Emit one listed checkpoint; True when the limit is reached."""
     if isinstance(result, DamagedCheckpoint):
         reads.log_damage(tk, result, level=logging.WARNING)
+        yield reads.damage_note(result)
         return False
     yield Emit(result)
     if remaining[0] is not None:

@@ -7,8 +7,8 @@ Owns the operation types and nothing else. Rules every plan keeps:
     only ``ScanKeys`` (and the shell's handling of it) and a batch's ``ahead`` commands
     (the run index, ``runs.py``) cross slots.
   * ``Emit`` is not sent to Redis: the shell hands its item to the caller (listings).
-  * ``Operation`` and ``Note`` are not sent either: they tell the shell's telemetry which
-    saver operation runs (``traced``) and what an operator must notice on the way.
+  * ``Note`` is not sent either: it tells the shell's telemetry what an operator must
+    notice on the way; ``traced`` tells it which saver operation a plan is.
 """
 
 from __future__ import annotations
@@ -76,8 +76,7 @@ class Emit(Generic[T]):
 
 @dataclass(frozen=True)
 class Operation:
-    """The saver operation a plan carries out (its span's name), and where: yielded
-    first, by ``traced``."""
+    """The saver operation a plan carries out (its span's name), and where."""
 
     name: str
     thread_id: str | None = None
@@ -95,8 +94,28 @@ class Note:
 
 
 # What a plan may yield, and a plan: yields Ops, is sent each reply, returns a T.
-Op = Script | Command | Batch | ScanKeys | Emit[Any] | Operation | Note
+Op = Script | Command | Batch | ScanKeys | Emit[Any] | Note
 Plan = Generator[Op, Any, T]
+
+
+class Traced(Generator[Op, Any, T]):
+    """A plan that says which saver operation it is (``operation``), for the shell's
+    telemetry; otherwise the plan itself, step for step."""
+
+    def __init__(self, operation: Operation, plan: Plan[T]) -> None:
+        self.operation = operation
+        self.plan = plan
+
+    def send(self, value: Any) -> Op:
+        return self.plan.send(value)
+
+    def throw(self, typ: Any, val: Any = None, tb: Any = None) -> Op:
+        if val is None and tb is None:
+            return self.plan.throw(typ)
+        return self.plan.throw(typ, val, tb)  # pragma: no cover - the old signature
+
+    def close(self) -> None:
+        self.plan.close()
 
 
 def traced(
@@ -107,5 +126,4 @@ def traced(
     checkpoint_id: str | None = None,
 ) -> Plan[T]:
     """``plan`` as the saver operation ``name``: the shell's telemetry gives it a span."""
-    yield Operation(name, thread_id, checkpoint_ns, checkpoint_id)
-    return (yield from plan)
+    return Traced(Operation(name, thread_id, checkpoint_ns, checkpoint_id), plan)

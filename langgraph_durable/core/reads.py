@@ -33,7 +33,7 @@ from langgraph_durable.core.context import PlanContext
 from langgraph_durable.core.elements import ElementDamagedError, ValueRecords
 from langgraph_durable.core.errors import RecordDamagedError
 from langgraph_durable.core.keys import ThreadKeys
-from langgraph_durable.core.ops import Batch, Plan, ScanKeys, Script
+from langgraph_durable.core.ops import Batch, Note, Plan, ScanKeys, Script
 from langgraph_durable.core.records import (
     MALFORMED,
     NO_VALUE,
@@ -354,6 +354,16 @@ def _quarantine(
                 tk.thread_id,
                 reply,
             )
+        else:
+            yield Note("lgd.quarantine", {"lgd.count": len(args) // 4})
+
+
+def damage_note(damage: DamagedCheckpoint) -> Note:
+    """The telemetry event of a damaged checkpoint a read skipped."""
+    return Note(
+        "lgd.record.damaged",
+        {"lgd.checkpoint_id": damage.checkpoint_id, "lgd.reason": damage.reason},
+    )
 
 
 def log_damage(tk: ThreadKeys, damage: DamagedCheckpoint, *, level: int) -> None:

@@ -57,22 +57,37 @@ from langgraph_durable.core import (
 from langgraph_durable.core.context import PlanContext
 from langgraph_durable.core.fencing import Lease
 from langgraph_durable.core.keys import ThreadKeys
-from langgraph_durable.core.ops import Plan
+from langgraph_durable.core.ops import Plan, traced
 from langgraph_durable.core.reports import VerifyReport
 
 _put_writes = writes.put_writes  # in ``SaverCore.put_writes`` its parameter hides ``writes``
+
+
+def where(config: RunnableConfig | None) -> tuple[str | None, str | None, str | None]:
+    """(thread, namespace, checkpoint id) of a config, for the operation's span; what
+    is missing or not text is None (the plan itself refuses a bad config)."""
+    conf = (config or {}).get("configurable") or {}
+    thread_id, ns, checkpoint_id = (
+        conf.get(k) for k in ("thread_id", "checkpoint_ns", "checkpoint_id")
+    )
+    return (
+        None if thread_id is None else str(thread_id),  # as the plans take it
+        ns if isinstance(ns, str) else None,
+        checkpoint_id if isinstance(checkpoint_id, str) else None,
+    )
 
 
 class SaverCore(PlanContext):
     """Plans for every checkpointer operation, shared by ``RedisSaver`` and ``AsyncRedisSaver``."""
 
     def get_tuple(self, config: RunnableConfig) -> Plan[CheckpointTuple | None]:
-        return fallback.get_tuple(self, config)
+        return traced("get_tuple", fallback.get_tuple(self, config), *where(config))
 
     def get_delta_channel_history(
         self, config: RunnableConfig, channels: Sequence[str]
     ) -> Plan[dict[str, DeltaChannelHistory]]:
-        return delta.get_delta_channel_history(self, config, channels)
+        plan = delta.get_delta_channel_history(self, config, channels)
+        return traced("get_delta_channel_history", plan, *where(config))
 
     def put(
         self,
@@ -81,7 +96,9 @@ class SaverCore(PlanContext):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> Plan[RunnableConfig]:
-        return writes.put(self, config, checkpoint, metadata, new_versions)
+        plan = writes.put(self, config, checkpoint, metadata, new_versions)
+        thread_id, checkpoint_ns, _ = where(config)
+        return traced("put", plan, thread_id, checkpoint_ns, checkpoint.get("id"))
 
     def put_writes(
         self,
@@ -90,7 +107,9 @@ class SaverCore(PlanContext):
         task_id: str,
         task_path: str = "",
     ) -> Plan[None]:
-        return _put_writes(self, config, writes, task_id, task_path)
+        return traced(
+            "put_writes", _put_writes(self, config, writes, task_id, task_path), *where(config)
+        )
 
     def write_round_trip(
         self, commands: list[Any], raising: bool = False, **batch: Any
@@ -104,10 +123,11 @@ class SaverCore(PlanContext):
         return reads.all_thread_ids(self)
 
     def delete_thread(self, thread_id: str) -> Plan[None]:
-        return threads.delete_thread(self, thread_id)
+        return traced("delete_thread", threads.delete_thread(self, thread_id), str(thread_id))
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> Plan[None]:
-        return threads.copy_thread(self, source_thread_id, target_thread_id)
+        plan = threads.copy_thread(self, source_thread_id, target_thread_id)
+        return traced("copy_thread", plan, str(source_thread_id))
 
     def prune(
         self,
@@ -116,25 +136,27 @@ class SaverCore(PlanContext):
         strategy: str = "keep_latest",
         keep_last: int | None = None,
     ) -> Plan[None]:
-        return threads.prune(self, thread_ids, strategy=strategy, keep_last=keep_last)
+        return traced(
+            "prune", threads.prune(self, thread_ids, strategy=strategy, keep_last=keep_last)
+        )
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> Plan[None]:
-        return threads.delete_for_runs(self, run_ids)
+        return traced("delete_for_runs", threads.delete_for_runs(self, run_ids))
 
     def index_runs(self) -> Plan[int]:
         return threads.index_runs(self)
 
     def verify(self, thread_id: str) -> Plan[VerifyReport]:
-        return verify.verify(self, thread_id)
+        return traced("verify", verify.verify(self, thread_id), str(thread_id))
 
     def acquire_lease(self, lease: Lease) -> Plan[str]:
-        return fencing.acquire_lease(self, lease)
+        return traced("acquire_lease", fencing.acquire_lease(self, lease), lease.thread_id)
 
     def renew_lease(self, lease: Lease) -> Plan[bool]:
-        return fencing.renew_lease(self, lease)
+        return traced("renew_lease", fencing.renew_lease(self, lease), lease.thread_id)
 
     def release_lease(self, lease: Lease) -> Plan[bool]:
-        return fencing.release_lease(self, lease)
+        return traced("release_lease", fencing.release_lease(self, lease), lease.thread_id)
 
     # Last: a method named ``list`` would hide the builtin from the annotations after it.
     def list(
@@ -145,4 +167,5 @@ class SaverCore(PlanContext):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> Plan[None]:
-        return listing.list_checkpoints(self, config, filter=filter, before=before, limit=limit)
+        plan = listing.list_checkpoints(self, config, filter=filter, before=before, limit=limit)
+        return traced("list", plan, *where(config))

@@ -36,10 +36,20 @@ from redis.exceptions import NoScriptError, ResponseError
 
 from langgraph_durable.core import reply_codes
 from langgraph_durable.core.errors import ConfigurationError
-from langgraph_durable.core.ops import Batch, Command, Emit, Plan, ScanKeys, Script
+from langgraph_durable.core.ops import (
+    Batch,
+    Command,
+    Emit,
+    Note,
+    Operation,
+    Plan,
+    ScanKeys,
+    Script,
+)
 from langgraph_durable.io import compat, connect, hazards, wire
 from langgraph_durable.io.failover import Failover
 from langgraph_durable.io.scripts import ScriptSet, server_version
+from langgraph_durable.io.telemetry import NO_TELEMETRY, Scope, Telemetry, server_attributes
 
 if TYPE_CHECKING:
     from langgraph_durable.core.saver_core import SaverCore
@@ -67,6 +77,7 @@ class Driver:
     failover: Failover
     ttl: int | None
     _scripts: ScriptSet
+    telemetry: Telemetry = NO_TELEMETRY  # options.py sets the saver's (telemetry.py)
     # wire.round_trip (sync) or wire.around_trip (asyncio): a batch's one round trip
     _wire: Callable[..., Any] | None = None
     _wire_call: Callable[..., Any] | None = None  # wire.call or wire.acall: one command
@@ -85,6 +96,7 @@ class Driver:
             )
         self.cluster = connect.is_cluster(self.client)
         self._scripts = ScriptSet()  # until setup() knows the server
+        self.telemetry.use_server(server_attributes(_connection_kwargs(self.client)))
 
     def _scan_keys(self, pattern: str) -> Any:
         """Every key matching ``pattern`` on every node: a list from a sync client, a
@@ -100,16 +112,40 @@ class Driver:
 
     def _steps(self, plan: Plan[T]) -> Steps[T]:
         reply: Any = None
-        while True:
-            try:
-                op = plan.send(reply)
-            except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
-            if isinstance(op, Emit):
-                yield op
+        what: Operation | None = getattr(plan, "operation", None)  # a traced plan
+        scope: Scope | None = None
+        if what is not None:
+            scope = self.telemetry.begin(
+                what.name, what.thread_id, what.checkpoint_ns, what.checkpoint_id
+            )
+        try:
+            while True:
+                try:
+                    op = plan.send(reply)
+                except StopIteration as stop:
+                    if scope is not None:
+                        scope.end()
+                    return stop.value  # type: ignore[no-any-return]
                 reply = None
-            else:
-                reply = yield from self._op_steps(op)
+                if isinstance(op, Emit):
+                    yield op
+                elif isinstance(op, Note):
+                    if scope is not None:
+                        scope.note(op.event, op.attributes)
+                    else:
+                        self.telemetry.count(op.event, op.attributes)
+                elif scope is None:
+                    reply = yield from self._op_steps(op)
+                else:
+                    reply = yield from _counted(self._op_steps(op), scope)
+        except GeneratorExit:  # a listing its caller stopped reading: not a failure
+            if scope is not None:
+                scope.end()
+            raise
+        except BaseException as exc:
+            if scope is not None:
+                scope.end(exc)
+            raise
 
     def _op_steps(self, op: Any) -> Steps[Any]:
         if isinstance(op, Script):
@@ -301,6 +337,28 @@ async def arun_calls(
                 await asyncio.sleep(delay)
 
 
+def _counted(steps: Steps[T], scope: Scope) -> Steps[T]:
+    """``steps``, each call counted as a round trip in ``scope`` with what it sent and
+    what came back."""
+    reply: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            step = steps.send(reply) if error is None else steps.throw(error)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        counted = not isinstance(step, Emit | Pause)
+        if counted:
+            scope.sent(getattr(step, "args", ()))
+        try:
+            reply, error = (yield step), None
+        except Exception as exc:  # noqa: BLE001 - thrown back into the steps, as it came
+            reply, error = None, exc
+        else:
+            if counted:
+                scope.received(reply)
+
+
 def _log_errors(commands: list[tuple[Any, ...]], replies: list[Any]) -> None:
     for command, reply in zip(commands, replies):
         if isinstance(reply, Exception):
@@ -318,6 +376,18 @@ class once:
 
     def __call__(self) -> Any:
         return self.call()
+
+
+def _connection_kwargs(client: Any) -> dict[str, Any]:
+    """Where ``client`` connects (host, port, db), as far as it says: a cluster client
+    names its default node; a Sentinel client its service, not a host."""
+    pool = getattr(client, "connection_pool", None)
+    if pool is not None:
+        return dict(getattr(pool, "connection_kwargs", {}) or {})
+    node = getattr(getattr(client, "nodes_manager", None), "default_node", None)
+    if node is not None:
+        return {"host": node.host, "port": node.port}
+    return {}
 
 
 def _single_connection(client: Any) -> bool:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
+import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ from langgraph_durable.core.errors import (
     LeaseLostError,
 )
 
+logger = logging.getLogger("langgraph_durable")
 ThreadIds = Literal["plain", "hashed", "omit"]
 THREAD_ID_CHOICES = ("plain", "hashed", "omit")
 # OTel's recommended boundaries for db.client.operation.duration (seconds)
@@ -119,6 +121,9 @@ class Telemetry:
     def finish(self, scope: Scope, error: BaseException | None) -> None:
         """End ``scope``: its span, its duration, its counts."""
 
+    def use_server(self, attributes: Mapping[str, Any]) -> None:
+        """Where the saver's client connects (``server_attributes``), for every span."""
+
     def count(self, event: str, attributes: Mapping[str, Any]) -> None:
         """Count one ``event`` (``lgd.count`` in its attributes: that many)."""
 
@@ -165,6 +170,9 @@ class OtelTelemetry(Telemetry):
             event: meter.create_counter(name, unit=unit, description=text)
             for event, (name, unit, text) in COUNTERS.items()
         }
+
+    def use_server(self, attributes: Mapping[str, Any]) -> None:
+        self._server = {"db.system.name": "redis", **attributes}
 
     def begin(
         self,
@@ -267,6 +275,56 @@ def create_telemetry(
     except ImportError:
         return NO_TELEMETRY
     return OtelTelemetry(tracer_provider, meter_provider, trace_thread_ids, server or {})  # type: ignore[arg-type]
+
+
+def observe_escalations(waiting: Callable[[], list[Any]], meter_provider: Any = None) -> bool:
+    """Gauges ``lgd.escalations.waiting`` and ``lgd.escalations.oldest_age`` (seconds),
+    read by calling ``waiting()`` (escalations with an ``age_seconds``) at each metrics
+    collection, once for both. False when ``opentelemetry-api`` is not installed."""
+    try:
+        from opentelemetry import metrics
+        from opentelemetry.metrics import Observation
+    except ImportError:
+        return False
+    last: dict[str, Any] = {"at": -1.0, "found": []}
+
+    def read(fresh: bool) -> list[Any] | None:
+        # A collection calls ``count`` first: it reads; ``oldest`` reuses that read
+        now = time.monotonic()
+        if fresh or now - last["at"] > 1.0:
+            try:
+                last["found"] = waiting()
+            except Exception as exc:  # noqa: BLE001 - a collection must not fail the app
+                logger.warning("langgraph-durable: counting escalations failed: %s", exc)
+                last["found"] = None
+            last["at"] = now
+        return last["found"]  # type: ignore[no-any-return]
+
+    def count(_: Any) -> Iterator[Any]:
+        found = read(fresh=True)
+        if found is not None:
+            yield Observation(len(found))
+
+    def oldest(_: Any) -> Iterator[Any]:
+        found = read(fresh=False)
+        if found is not None:
+            ages = [e.age_seconds for e in found if e.age_seconds is not None]
+            yield Observation(max(ages, default=0.0))
+
+    meter = metrics.get_meter(INSTRUMENTATION, _version(), meter_provider=meter_provider)
+    meter.create_observable_gauge(
+        "lgd.escalations.waiting",
+        callbacks=[count],
+        unit="{escalation}",
+        description="calls waiting for a human's answer, every thread of the key prefix",
+    )
+    meter.create_observable_gauge(
+        "lgd.escalations.oldest_age",
+        callbacks=[oldest],
+        unit="s",
+        description="how long the oldest waiting call has waited",
+    )
+    return True
 
 
 def server_attributes(connection_kwargs: Mapping[str, Any]) -> dict[str, Any]:

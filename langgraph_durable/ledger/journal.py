@@ -60,6 +60,7 @@ from langgraph_durable.core.ops import Plan
 from langgraph_durable.core.serde import accepted_types, load
 from langgraph_durable.ledger.entries import MODEL_CALL, MODEL_POSITION, RESULT, LedgerEntry
 from langgraph_durable.ledger.executions import Lineage, ai_messages, request_digest
+from langgraph_durable.ledger.plans import replay_note
 from langgraph_durable.ledger.running import CallRunner
 from langgraph_durable.ledger.sequences import CallSequence, Locked, arun, run
 from langgraph_durable.ledger.sites import Site, TaskContext, call_site, facts
@@ -159,6 +160,7 @@ class ModelJournal(CallRunner):
         ctx.entries[site.field] = entry
         call.recorded = entry
         self._remember(site.thread_id, entry)
+        yield replay_note(entry, "model")
         return call
 
     def _record(self, call: ModelCall, value: Any) -> Plan[None]:

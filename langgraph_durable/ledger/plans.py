@@ -28,7 +28,7 @@ from langgraph.errors import GraphInterrupt
 
 from langgraph_durable.core.errors import ToolOutcomeUnknownError
 from langgraph_durable.core.heads import REPLAYED
-from langgraph_durable.core.ops import Plan
+from langgraph_durable.core.ops import Note, Plan
 from langgraph_durable.ledger.divergence import (
     diverged_entry,
     diverged_error,
@@ -149,6 +149,8 @@ class LedgerPlans(LedgerStore):
             ]
             yield from self._write(thread_id, fresh, replacing=entries.values())
             entries.update({e.field: e for e in fresh})
+            for asked in fresh:
+                yield escalation_note("lgd.escalation.raised", asked)
         slots = {slot: e for e in entries.values() for slot in e.escalations}
         return sorted(slots.items())
 
@@ -178,6 +180,7 @@ class LedgerPlans(LedgerStore):
             )
             yield from self._write(site.thread_id, [numbered], replacing=[entry] if entry else [])
             ctx.entries[site.field] = entry = numbered
+            yield escalation_note("lgd.escalation.raised", numbered)
         return entry if entry is not None and entry.escalations else None
 
     def _as_intent(
@@ -226,6 +229,7 @@ class LedgerPlans(LedgerStore):
             key = entry.idempotency_key or key
             attempts = entry.attempts
             if entry.state == RESULT:
+                yield replay_note(entry, "tool")
                 return CallDecision(replay=True, value=entry.result, key=key, entry=entry)
             if entry.outcome_unknown:
                 reason = unknown_reason(entry)
@@ -236,6 +240,7 @@ class LedgerPlans(LedgerStore):
                     if policy not in ("retry", "readonly") or entry.damage == REPLAYED:
                         raise self._unknown(site, key, reason)
                 else:
+                    yield escalation_note("lgd.escalation.resolved", entry, answer.action)
                     if answer.action == "fail":
                         raise self._unknown(site, key, f"{reason}; a human chose to fail it")
                     if answer.action == "skip":
@@ -336,3 +341,25 @@ def _fresh(exc: BaseException) -> BaseException:
     if isinstance(exc, GraphInterrupt):
         return GraphInterrupt(*exc.args)
     return exc
+
+
+def replay_note(entry: LedgerEntry, kind: str) -> Note:
+    """The telemetry event of a call answered from the ledger instead of running again."""
+    return Note(
+        "lgd.replay",
+        {
+            "lgd.call.name": entry.name,
+            "lgd.call.kind": kind,
+            "lgd.idempotency_key": entry.idempotency_key or "",
+        },
+    )
+
+
+def escalation_note(event: str, entry: LedgerEntry, action: str | None = None) -> Note:
+    """The telemetry event of an escalation put to a human, or of its answer applied."""
+    found = {"lgd.call.name": entry.name, "lgd.idempotency_key": entry.idempotency_key or ""}
+    if action is not None:
+        found["lgd.action"] = action
+    elif entry.state == DAMAGED or entry.outcome_unknown:
+        found["lgd.reason"] = unknown_reason(entry)
+    return Note(event, found)

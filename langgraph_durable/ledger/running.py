@@ -24,6 +24,7 @@ from pydantic import ValidationError
 
 from langgraph_durable.core.errors import ConfigurationError
 from langgraph_durable.core.keys import KeySchema
+from langgraph_durable.core.ops import Plan, traced
 from langgraph_durable.ledger.divergence import question
 from langgraph_durable.ledger.entries import ERROR, INTERRUPTED, RESULT, LedgerEntry, describe_error
 from langgraph_durable.ledger.plans import CallDecision, LedgerPlans
@@ -133,14 +134,16 @@ class CallRunner(LedgerPlans):
         try:
             result = check_recordable(call())
         except GraphBubbleUp:  # the tool itself interrupted: LangGraph reruns it on resume
-            self.saver.drive(self._finish(site, decision, INTERRUPTED))
+            self.saver.drive(_finished(self._finish(site, decision, INTERRUPTED), site))
             raise
         except Exception as exc:
-            self.saver.drive(self._finish(site, decision, ERROR, error=describe_error(exc)))
+            self.saver.drive(
+                _finished(self._finish(site, decision, ERROR, error=describe_error(exc)), site)
+            )
             raise
         finally:
             current_key.reset(token)
-        self.saver.drive(self._finish(site, decision, RESULT, result=result))
+        self.saver.drive(_finished(self._finish(site, decision, RESULT, result=result), site))
         return result
 
     async def _run_async(
@@ -150,12 +153,21 @@ class CallRunner(LedgerPlans):
         try:
             result = check_recordable(await call())
         except GraphBubbleUp:
-            await self.saver.adrive(self._finish(site, decision, INTERRUPTED))
+            await self.saver.adrive(_finished(self._finish(site, decision, INTERRUPTED), site))
             raise
         except Exception as exc:
-            await self.saver.adrive(self._finish(site, decision, ERROR, error=describe_error(exc)))
+            await self.saver.adrive(
+                _finished(self._finish(site, decision, ERROR, error=describe_error(exc)), site)
+            )
             raise
         finally:
             current_key.reset(token)
-        await self.saver.adrive(self._finish(site, decision, RESULT, result=result))
+        await self.saver.adrive(
+            _finished(self._finish(site, decision, RESULT, result=result), site)
+        )
         return result
+
+
+def _finished(plan: Plan[None], site: Site) -> Plan[None]:
+    """Recording a call's outcome, as the saver operation ``ledger.finish``."""
+    return traced("ledger.finish", plan, site.thread_id)

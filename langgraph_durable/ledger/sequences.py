@@ -23,7 +23,7 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from langgraph_durable.core.ops import Plan
+from langgraph_durable.core.ops import Plan, traced
 from langgraph_durable.ledger.sites import TaskContext
 
 T = TypeVar("T")
@@ -54,42 +54,55 @@ CallSequence = Generator["Plan[Any] | LoadOnce | Locked", Any, T]
 def run(saver: Any, sequence: CallSequence[T]) -> T:
     """Drive ``sequence`` from sync code (``saver.drive``)."""
     reply: Any = None
+    thread_id: str | None = None
     while True:
         try:
             step = sequence.send(reply)
         except StopIteration as stop:
             return stop.value  # type: ignore[no-any-return]
         if isinstance(step, LoadOnce):
+            thread_id = getattr(step.ctx.place, "thread_id", None)
             with step.ctx.lock:
                 if not step.ctx.loaded:
-                    loaded = saver.drive(step.plan())
+                    loaded = saver.drive(_traced(step.plan(), thread_id))
                     step.ctx.loaded = True
                     step.then(loaded)
             reply = None
         elif isinstance(step, Locked):
+            thread_id = getattr(step.ctx.place, "thread_id", None)
             with step.ctx.lock:
-                reply = saver.drive(step.plan)
+                reply = saver.drive(_traced(step.plan, thread_id))
         else:
-            reply = saver.drive(step)
+            reply = saver.drive(_traced(step, thread_id))
 
 
 async def arun(saver: Any, sequence: CallSequence[T]) -> T:
     """Drive ``sequence`` from async code (``saver.adrive``)."""
     reply: Any = None
+    thread_id: str | None = None
     while True:
         try:
             step = sequence.send(reply)
         except StopIteration as stop:
             return stop.value  # type: ignore[no-any-return]
         if isinstance(step, LoadOnce):
+            thread_id = getattr(step.ctx.place, "thread_id", None)
             async with step.ctx.alock:
                 if not step.ctx.loaded:
-                    loaded = await saver.adrive(step.plan())
+                    loaded = await saver.adrive(_traced(step.plan(), thread_id))
                     step.ctx.loaded = True
                     step.then(loaded)
             reply = None
         elif isinstance(step, Locked):
+            thread_id = getattr(step.ctx.place, "thread_id", None)
             async with step.ctx.alock:
-                reply = await saver.adrive(step.plan)
+                reply = await saver.adrive(_traced(step.plan, thread_id))
         else:
-            reply = await saver.adrive(step)
+            reply = await saver.adrive(_traced(step, thread_id))
+
+
+def _traced(plan: Plan[T], thread_id: str | None) -> Plan[T]:
+    """The ledger's plan as an operation of its own (``ledger.begin``, ``ledger.finish``...)
+    for the saver's telemetry, named after the plan's function."""
+    name = getattr(plan, "__name__", "plan").strip("_")
+    return traced(f"ledger.{name}", plan, thread_id)

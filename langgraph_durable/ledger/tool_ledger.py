@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from langgraph_durable.core.errors import ConfigurationError
+from langgraph_durable.io.telemetry import observe_escalations
 from langgraph_durable.ledger.durable import DurableCalls
 from langgraph_durable.ledger.entries import Divergence, LedgerEntry, Policy
 from langgraph_durable.ledger.executions import Lineage
@@ -235,6 +236,14 @@ class ToolLedger(DurableCalls, ModelJournal, OperatorPlans):
     async def aescalations(self, thread_ids: Sequence[str] | None = None) -> list[Escalation]:
         """``escalations`` for async code."""
         return await self.saver.adrive(self._escalations(thread_ids))  # type: ignore[no-any-return]
+
+    def observe_escalations(self, meter_provider: Any = None) -> bool:
+        """Report the calls waiting for an answer as OpenTelemetry gauges:
+        ``lgd.escalations.waiting`` and ``lgd.escalations.oldest_age`` (seconds), read
+        with ``escalations()`` at each metrics collection (a SCAN of every thread of
+        the key prefix: turn it on in one process). ``meter_provider``: None for the
+        global one. Returns False, doing nothing, without ``opentelemetry-api``."""
+        return observe_escalations(self.escalations, meter_provider)
 
     def resolve(
         self,

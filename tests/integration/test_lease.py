@@ -329,6 +329,6 @@ def test_a_stale_token_is_refused_atomically(saver: RedisSaver, other: RedisSave
         # The renewer ends: a refused renewal marks the lease lost for good; a fault does not.
         from langgraph_durable.lease import _renewed
 
-        assert _renewed(old, ConnectionError("blip")) and not old.lost
-        assert _renewed(old, saver.drive(saver.core.renew_lease(old))) is False
+        assert _renewed(saver, old, ConnectionError("blip")) and not old.lost
+        assert _renewed(saver, old, saver.drive(saver.core.renew_lease(old))) is False
         assert old.lost

@@ -12,7 +12,7 @@ from langgraph.checkpoint.base import Checkpoint, empty_checkpoint
 from langgraph_durable.core import codec
 from langgraph_durable.core.envelope import Envelope
 from langgraph_durable.core.keys import KeySchema
-from langgraph_durable.core.ops import Batch, Command, Plan, Script
+from langgraph_durable.core.ops import Batch, Command, Note, Plan, Script
 from langgraph_durable.core.saver_core import SaverCore
 from langgraph_durable.core.serde import default_serde
 
@@ -50,8 +50,18 @@ def drive(
     """Run ``plan``, answering its operations in order from ``script`` (what each must be,
     and its reply, or a function of the operation that returns it). Returns the plan's
     result and every operation it yielded; a plan that yields something else, or more
-    or fewer operations than scripted, fails the test."""
+    or fewer operations than scripted, fails the test. Telemetry notes are not Redis
+    operations: ``drive_noting`` returns them too."""
+    result, ops, _ = drive_noting(plan, *script)
+    return result, ops
+
+
+def drive_noting(
+    plan: Plan[Any], *script: tuple[str, Any | Callable[[Any], Any]]
+) -> tuple[Any, list[Any], list[Note]]:
+    """``drive``, and the notes the plan yielded for telemetry, in order."""
     ops: list[Any] = []
+    notes: list[Note] = []
     replies = list(script)
     reply: Any = None
     while True:
@@ -59,7 +69,11 @@ def drive(
             op = plan.send(reply)
         except StopIteration as stop:
             assert not replies, f"the plan ended with {[n for n, _ in replies]} still scripted"
-            return stop.value, ops
+            return stop.value, ops, notes
+        if isinstance(op, Note):
+            notes.append(op)
+            reply = None
+            continue
         ops.append(op)
         assert replies, f"unscripted operation {name_of(op)}"
         expected, answer = replies.pop(0)

@@ -18,7 +18,7 @@ from langgraph_durable.core.heads import sealed_head
 from langgraph_durable.core.ops import Batch, Script
 from langgraph_durable.core.records import Damage
 from tests.helpers.redis_keys import flipped
-from tests.unit.scripted import THREAD, Thread, config, drive, make_core
+from tests.unit.scripted import THREAD, Thread, config, drive, drive_noting, make_core
 
 
 def damaged(thread: Thread, checkpoint_id: str) -> bytes:
@@ -73,7 +73,7 @@ def test_two_damaged_checkpoints_are_skipped_in_order_each_moved_aside() -> None
     oldest = thread.checkpoint(1, {"x": 1})
     middle = thread.checkpoint(2, {"x": 2}, parent=oldest)
     newest = thread.checkpoint(3, {"x": 3}, parent=middle)
-    tup, ops = drive(
+    tup, ops, notes = drive_noting(
         core.get_tuple(config()),
         ("read_checkpoints", thread.read_reply(thread.entry(newest, damaged(thread, newest)))),
         ("batch:quarantine", [1]),
@@ -83,6 +83,17 @@ def test_two_damaged_checkpoints_are_skipped_in_order_each_moved_aside() -> None
         ("batch:HMGET", thread.hmget),
     )
     assert tup.checkpoint["id"] == oldest and tup.checkpoint["channel_values"] == {"x": 1}
+    # What the operation's span shows: each record moved aside, each damage, the fallback.
+    assert [n.event for n in notes] == [
+        "lgd.quarantine",
+        "lgd.record.damaged",
+        "lgd.quarantine",
+        "lgd.record.damaged",
+        "lgd.fallback",
+    ]
+    assert notes[1].attributes["lgd.checkpoint_id"] == newest
+    assert notes[-1].attributes["lgd.used_checkpoint_id"] == oldest
+    assert notes[-1].attributes["lgd.skipped_count"] == 2
     assert [m[:2] for m in moves(ops[1])] == [("cp", thread.member(newest))]
     assert [m[:2] for m in moves(ops[3])] == [("cp", thread.member(middle))]
     report = core.recovery_reports[(THREAD, "")]
