@@ -79,6 +79,7 @@ class Scope:
     started: float
     span: Any = None
     recording: bool = False
+    instruments: Any = None  # the meter provider's instruments, None without metrics
     round_trips: int = 0
     records_read: int = 0
     bytes_written: int = 0
@@ -87,7 +88,7 @@ class Scope:
     def sent(self, args: Any) -> None:
         """One round trip, sending ``args`` (the bytes among them are counted)."""
         self.round_trips += 1
-        if self.recording or self.telemetry.metrics:
+        if self.recording or self.instruments is not None:
             self.bytes_written += _payload_bytes(args)
 
     def received(self, reply: Any) -> None:
@@ -98,7 +99,8 @@ class Scope:
         """Something an operator must notice: a span event and a count."""
         if self.recording:
             self.span.add_event(event, dict(attributes))
-        self.telemetry.count(event, attributes)
+        if self.instruments is not None:
+            self.telemetry.count(event, attributes)
 
     def end(self, error: BaseException | None = None) -> None:
         self.telemetry.finish(self, error)
@@ -106,8 +108,6 @@ class Scope:
 
 class Telemetry:
     """The no-op telemetry; ``OtelTelemetry`` records. Both keep this interface."""
-
-    metrics = False
 
     def begin(
         self,
@@ -134,8 +134,34 @@ class Telemetry:
 NO_TELEMETRY = Telemetry()
 
 
+class _Instruments:
+    """The saver's instruments, made from one meter provider."""
+
+    def __init__(self, meter: Any) -> None:
+        self.duration = meter.create_histogram(
+            "db.client.operation.duration",
+            unit="s",
+            description="Duration of saver operations (each one or more Redis round trips)",
+            explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
+        )
+        self.checkpoints = meter.create_counter(
+            "lgd.checkpoints.written", unit="{checkpoint}", description="checkpoints written"
+        )
+        self.bytes = meter.create_counter(
+            "lgd.bytes.written", unit="By", description="bytes of records sent to Redis"
+        )
+        self.counters = {
+            event: meter.create_counter(name, unit=unit, description=text)
+            for event, (name, unit, text) in COUNTERS.items()
+        }
+
+
 class OtelTelemetry(Telemetry):
-    """Spans, span events and metrics through ``opentelemetry-api``."""
+    """Spans, span events and metrics through ``opentelemetry-api``.
+
+    Each operation looks up the providers (the ones given, else the global ones, which an
+    application may set after the saver was made): while both are OpenTelemetry's no-op
+    or proxy providers (no SDK), ``begin`` returns None and nothing is computed."""
 
     def __init__(
         self,
@@ -147,32 +173,36 @@ class OtelTelemetry(Telemetry):
         from opentelemetry import metrics, trace
         from opentelemetry.trace import SpanKind, Status, StatusCode
 
+        self._trace, self._metrics = trace, metrics
         self._kind, self._status, self._error = SpanKind.CLIENT, Status, StatusCode.ERROR
-        version = _version()
-        self._tracer = trace.get_tracer(INSTRUMENTATION, version, tracer_provider=tracer_provider)
-        meter = metrics.get_meter(INSTRUMENTATION, version, meter_provider=meter_provider)
-        self.metrics = True
+        self._version = _version()
+        self._given = (tracer_provider, meter_provider)
+        self._tracer_of: tuple[Any, Any] = (None, None)  # (provider, its tracer)
+        self._instruments_of: tuple[Any, _Instruments | None] = (None, None)
         self._thread_ids = thread_ids
         self._server = {"db.system.name": "redis", **server}
-        self._duration = meter.create_histogram(
-            "db.client.operation.duration",
-            unit="s",
-            description="Duration of saver operations (each one or more Redis round trips)",
-            explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
-        )
-        self._checkpoints = meter.create_counter(
-            "lgd.checkpoints.written", unit="{checkpoint}", description="checkpoints written"
-        )
-        self._bytes = meter.create_counter(
-            "lgd.bytes.written", unit="By", description="bytes of records sent to Redis"
-        )
-        self._counters = {
-            event: meter.create_counter(name, unit=unit, description=text)
-            for event, (name, unit, text) in COUNTERS.items()
-        }
 
     def use_server(self, attributes: Mapping[str, Any]) -> None:
         self._server = {"db.system.name": "redis", **attributes}
+
+    def tracer(self) -> Any:
+        """The tracer of the provider in use, or None while it is a no-op one."""
+        provider = self._given[0] or self._trace.get_tracer_provider()
+        if _no_op(provider):
+            return None
+        if self._tracer_of[0] is not provider:
+            self._tracer_of = (provider, provider.get_tracer(INSTRUMENTATION, self._version))
+        return self._tracer_of[1]
+
+    def instruments(self) -> _Instruments | None:
+        """The instruments of the meter provider in use, or None while it is a no-op one."""
+        provider = self._given[1] or self._metrics.get_meter_provider()
+        if _no_op(provider):
+            return None
+        if self._instruments_of[0] is not provider:
+            meter = provider.get_meter(INSTRUMENTATION, self._version)
+            self._instruments_of = (provider, _Instruments(meter))
+        return self._instruments_of[1]
 
     def begin(
         self,
@@ -180,10 +210,14 @@ class OtelTelemetry(Telemetry):
         thread_id: str | None = None,
         checkpoint_ns: str | None = None,
         checkpoint_id: str | None = None,
-    ) -> Scope:
-        span = self._tracer.start_span(name, kind=self._kind)
-        scope = Scope(self, name, time.perf_counter(), span, span.is_recording())
-        if scope.recording:
+    ) -> Scope | None:
+        tracer, instruments = self.tracer(), self.instruments()
+        if tracer is None and instruments is None:
+            return None
+        span = tracer.start_span(name, kind=self._kind) if tracer is not None else None
+        recording = span is not None and span.is_recording()
+        scope = Scope(self, name, time.perf_counter(), span, recording, instruments)
+        if recording:
             where = {**self._server, "db.operation.name": name}
             if thread_id is not None and self._thread_ids != "omit":
                 where["langgraph.thread_id"] = self._thread(thread_id)
@@ -196,15 +230,18 @@ class OtelTelemetry(Telemetry):
 
     def finish(self, scope: Scope, error: BaseException | None) -> None:
         elapsed = time.perf_counter() - scope.started
-        common = {**self._server, "db.operation.name": scope.name}
         if error is not None:
-            common["error.type"] = type(error).__qualname__
             self._note_failure(scope, error)
-        self._duration.record(elapsed, common)
-        if scope.bytes_written:
-            self._bytes.add(scope.bytes_written, {"db.operation.name": scope.name})
-        if error is None and scope.name == "put":
-            self._checkpoints.add(1)
+        measured = scope.instruments
+        if measured is not None:
+            common = {**self._server, "db.operation.name": scope.name}
+            if error is not None:
+                common["error.type"] = type(error).__qualname__
+            measured.duration.record(elapsed, common)
+            if scope.bytes_written:
+                measured.bytes.add(scope.bytes_written, {"db.operation.name": scope.name})
+            if error is None and scope.name == "put":
+                measured.checkpoints.add(1)
         if scope.recording:
             scope.span.set_attributes(
                 {
@@ -217,7 +254,8 @@ class OtelTelemetry(Telemetry):
             if error is not None:
                 scope.span.record_exception(error)
                 scope.span.set_status(self._status(self._error, type(error).__qualname__))
-        scope.span.end()
+        if scope.span is not None:
+            scope.span.end()
 
     def _note_failure(self, scope: Scope, error: BaseException) -> None:
         if isinstance(error, LeaseHeldError):
@@ -226,15 +264,18 @@ class OtelTelemetry(Telemetry):
             scope.note("lgd.lease.lost", {"lgd.lease.token": str(error.token)})
 
     def count(self, event: str, attributes: Mapping[str, Any]) -> None:
-        counter = self._counters.get(event)
+        instruments = self.instruments()
+        counter = instruments.counters.get(event) if instruments is not None else None
         if counter is not None:
             amount = attributes.get("lgd.count", 1)
             counter.add(amount if isinstance(amount, int) and amount > 0 else 1, _kind(event))
 
     def event(self, event: str, attributes: Mapping[str, Any], thread_id: str | None) -> None:
         scope = self.begin(event, thread_id)
-        scope.note(event, attributes)
-        scope.span.end()
+        if scope is not None:
+            scope.note(event, attributes)
+            if scope.span is not None:
+                scope.span.end()
 
     def _thread(self, thread_id: str) -> str:
         if self._thread_ids == "hashed":
@@ -247,6 +288,16 @@ def _version() -> str:
         return importlib.metadata.version("langgraph-durable")
     except importlib.metadata.PackageNotFoundError:  # run from a source tree
         return "0+unknown"
+
+
+def _no_op(provider: Any) -> bool:
+    """Whether ``provider`` is OpenTelemetry's no-op or not-yet-configured proxy one."""
+    return type(provider).__name__ in _NO_OP_PROVIDERS
+
+
+_NO_OP_PROVIDERS = frozenset(
+    {"ProxyTracerProvider", "NoOpTracerProvider", "_ProxyMeterProvider", "NoOpMeterProvider"}
+)
 
 
 def _kind(event: str) -> dict[str, str]:

@@ -144,7 +144,26 @@ def test_without_an_sdk_the_global_providers_record_nothing() -> None:
     assert isinstance(telemetry, OtelTelemetry)
     if not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
         pytest.skip("another test set a global tracer provider")
-    scope = telemetry.begin("put", "t")
-    assert not scope.recording
-    scope.sent((b"x",))
-    scope.end()
+    assert telemetry.begin("put", "t") is None  # nothing made, nothing computed
+    telemetry.count("lgd.fallback", {})  # and nothing counted
+    telemetry.event("lgd.replay", {}, "t")
+
+
+def test_the_metrics_table_of_the_docs_names_every_instrument_and_only_those() -> None:
+    from pathlib import Path
+
+    from langgraph_durable.io.telemetry import COUNTERS
+
+    page = Path(__file__).resolve().parents[2] / "docs" / "operations" / "observability.md"
+    if not page.exists():
+        pytest.skip("docs/ not shipped here")
+    table = page.read_text().split("## Metrics", 1)[1].split("\n## ", 1)[0]
+    documented = {row.split("`")[1] for row in table.splitlines() if row.startswith("| `")}
+    made = {name for name, _, _ in COUNTERS.values()} | {
+        "db.client.operation.duration",
+        "lgd.checkpoints.written",
+        "lgd.bytes.written",
+        "lgd.escalations.waiting",
+        "lgd.escalations.oldest_age",
+    }
+    assert documented == made
