@@ -31,7 +31,7 @@ Where each concern lives:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -63,18 +63,21 @@ from langgraph_durable.core.reports import VerifyReport
 _put_writes = writes.put_writes  # in ``SaverCore.put_writes`` its parameter hides ``writes``
 
 
-def where(config: RunnableConfig | None) -> tuple[str | None, str | None, str | None]:
-    """(thread, namespace, checkpoint id) of a config, for the operation's span; what
-    is missing or not text is None (the plan itself refuses a bad config)."""
-    conf = (config or {}).get("configurable") or {}
-    thread_id, ns, checkpoint_id = (
-        conf.get(k) for k in ("thread_id", "checkpoint_ns", "checkpoint_id")
-    )
+def where(config: Any) -> tuple[str | None, str | None, str | None]:
+    """(thread, namespace, checkpoint id) of a config, for the operation's span; what is
+    missing or of another type is None: the plan itself refuses a bad config, typed."""
+    conf = config.get("configurable") if isinstance(config, Mapping) else None
+    if not isinstance(conf, Mapping):
+        return None, None, None
+    thread_id, ns, checkpoint_id = (conf.get(k) for k in _WHERE)
     return (
-        None if thread_id is None else str(thread_id),  # as the plans take it
+        str(thread_id) if isinstance(thread_id, str | int) else None,  # as the plans take it
         ns if isinstance(ns, str) else None,
         checkpoint_id if isinstance(checkpoint_id, str) else None,
     )
+
+
+_WHERE = ("thread_id", "checkpoint_ns", "checkpoint_id")
 
 
 class SaverCore(PlanContext):
@@ -98,7 +101,8 @@ class SaverCore(PlanContext):
     ) -> Plan[RunnableConfig]:
         plan = writes.put(self, config, checkpoint, metadata, new_versions)
         thread_id, checkpoint_ns, _ = where(config)
-        return traced("put", plan, thread_id, checkpoint_ns, checkpoint.get("id"))
+        checkpoint_id = checkpoint.get("id") if isinstance(checkpoint, Mapping) else None
+        return traced("put", plan, thread_id, checkpoint_ns, checkpoint_id)
 
     def put_writes(
         self,

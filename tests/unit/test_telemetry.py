@@ -167,3 +167,21 @@ def test_the_metrics_table_of_the_docs_names_every_instrument_and_only_those() -
         "lgd.escalations.oldest_age",
     }
     assert documented == made
+
+
+@pytest.mark.parametrize(
+    "config",
+    [None, "a string", {"configurable": "x"}, {"configurable": {"thread_id": object()}}, {}],
+)
+def test_a_config_of_any_shape_leaves_the_plan_to_refuse_it(config: Any) -> None:
+    from langgraph_durable.core.saver_core import where
+
+    found = where(config)
+    assert found[1:] == (None, None) and found[0] is None
+
+
+def test_where_reads_a_config_as_the_plans_do() -> None:
+    from langgraph_durable.core.saver_core import where
+
+    conf = {"thread_id": 7, "checkpoint_ns": "sub:1", "checkpoint_id": "c"}
+    assert where({"configurable": conf}) == ("7", "sub:1", "c")
