@@ -15,8 +15,10 @@ holds the thread; with nobody holding it, it goes ahead, so savers used without 
 behave exactly as before.
 
 The plans and the token a write carries are in ``fencing.py``; this module holds the
-context managers, which only drive them (``saver.drive`` / ``adrive``) and run the
-renewal (a daemon thread, or an asyncio task for ``alease``).
+context managers. Acquiring (waiting while another worker holds the thread) and renewing
+are each one sequence of plans and waits (``_acquiring``, ``_renewing``), driven from
+sync code (``_run``: ``saver.drive``, the renewal on a daemon thread) or async code
+(``_arun``: ``adrive``, the renewal an asyncio task).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Generator, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any, Protocol, TypeVar
 
@@ -78,30 +80,91 @@ def _pause(exc: LeaseHeldError, deadline: float) -> float:
     return min(_POLL, left)
 
 
+# A lease's two sequences, written once for both shells: each yields a plan to drive
+# (sent its result, or thrown its error) or a float, the seconds to wait first.
+Sequence = Generator["Plan[Any] | float", Any, _T]
+
+
+def _acquiring(saver: LeaseHolder, lease: Lease, wait: float) -> Sequence[str]:
+    """Acquire ``lease``, trying again while another worker holds it, for ``wait`` s."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            return (yield saver.core.acquire_lease(lease))  # type: ignore[no-any-return]
+        except LeaseHeldError as exc:
+            yield _pause(exc, deadline)
+
+
+def _renewing(saver: LeaseHolder, lease: Lease) -> Sequence[None]:
+    """Renew ``lease`` every ``ttl / 3`` s until it is lost for good (or stopped)."""
+    while True:
+        yield lease.ttl / 3
+        try:
+            outcome: bool | Exception = yield saver.core.renew_lease(lease)
+        except Exception as exc:  # noqa: BLE001 - whatever it was, renewal goes on
+            outcome = exc
+        if not _renewed(saver, lease, outcome):
+            return
+
+
+def _run(saver: LeaseHolder, steps: Sequence[_T], waited: Callable[[float], bool]) -> _T | None:
+    """Drive ``steps`` from sync code; ``waited(s)`` waits, True to stop (None returned)."""
+    reply: Any = None
+    error: Exception | None = None
+    while True:
+        try:
+            step = steps.send(reply) if error is None else steps.throw(error)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        reply, error = None, None
+        if isinstance(step, float):
+            if waited(step):
+                return None
+            continue
+        try:
+            reply = saver.drive(step)
+        except Exception as exc:  # noqa: BLE001 - thrown into the sequence, which decides
+            error = exc
+
+
+async def _arun(saver: LeaseHolder, steps: Sequence[_T]) -> _T:
+    """Drive ``steps`` from async code (cancelling the task stops it)."""
+    reply: Any = None
+    error: Exception | None = None
+    while True:
+        try:
+            step = steps.send(reply) if error is None else steps.throw(error)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        reply, error = None, None
+        if isinstance(step, float):
+            await asyncio.sleep(step)
+            continue
+        try:
+            reply = await saver.adrive(step)
+        except Exception as exc:  # noqa: BLE001 - as above
+            error = exc
+
+
+def _slept(seconds: float) -> bool:
+    time.sleep(seconds)
+    return False
+
+
 @contextmanager
 def hold(
     saver: LeaseHolder, thread: str | Mapping[str, Any], ttl: float, wait: float
 ) -> Iterator[Lease]:
     lease = _new_lease(thread, ttl, wait)
-    deadline = time.monotonic() + wait
-    while not lease.token:
-        try:
-            lease.token = saver.drive(saver.core.acquire_lease(lease))
-        except LeaseHeldError as exc:
-            time.sleep(_pause(exc, deadline))
+    lease.token = _run(saver, _acquiring(saver, lease, wait), _slept)  # type: ignore[assignment]
     binding = fencing.bind(saver.key_prefix, lease.thread_id, lease.token)
     stop = threading.Event()
-
-    def renew() -> None:
-        while not stop.wait(ttl / 3):
-            try:
-                outcome: bool | Exception = saver.drive(saver.core.renew_lease(lease))
-            except Exception as exc:  # noqa: BLE001 - whatever it was, renewal goes on
-                outcome = exc
-            if not _renewed(saver, lease, outcome):
-                return
-
-    renewer = threading.Thread(target=renew, name=f"lease-{lease.thread_id}", daemon=True)
+    renewer = threading.Thread(
+        target=_run,
+        args=(saver, _renewing(saver, lease), stop.wait),
+        name=f"lease-{lease.thread_id}",
+        daemon=True,
+    )
     renewer.start()
     try:
         yield lease
@@ -120,25 +183,9 @@ async def ahold(
     saver: LeaseHolder, thread: str | Mapping[str, Any], ttl: float, wait: float
 ) -> AsyncIterator[Lease]:
     lease = _new_lease(thread, ttl, wait)
-    deadline = time.monotonic() + wait
-    while not lease.token:
-        try:
-            lease.token = await saver.adrive(saver.core.acquire_lease(lease))
-        except LeaseHeldError as exc:
-            await asyncio.sleep(_pause(exc, deadline))
+    lease.token = await _arun(saver, _acquiring(saver, lease, wait))
     binding = fencing.bind(saver.key_prefix, lease.thread_id, lease.token)
-
-    async def renew() -> None:
-        while True:
-            await asyncio.sleep(ttl / 3)
-            try:
-                outcome: bool | Exception = await saver.adrive(saver.core.renew_lease(lease))
-            except Exception as exc:  # noqa: BLE001 - whatever it was, renewal goes on
-                outcome = exc
-            if not _renewed(saver, lease, outcome):
-                return
-
-    renewer = asyncio.create_task(renew())
+    renewer = asyncio.create_task(_arun(saver, _renewing(saver, lease)))
     try:
         yield lease
     finally:
