@@ -96,7 +96,7 @@ class Driver:
             )
         self.cluster = connect.is_cluster(self.client)
         self._scripts = ScriptSet()  # until setup() knows the server
-        self.telemetry.use_server(server_attributes(_connection_kwargs(self.client)))
+        self.telemetry.use_server(server_attributes(self.client))
 
     def _scan_keys(self, pattern: str) -> Any:
         """Every key matching ``pattern`` on every node: a list from a sync client, a
@@ -376,18 +376,6 @@ class once:
 
     def __call__(self) -> Any:
         return self.call()
-
-
-def _connection_kwargs(client: Any) -> dict[str, Any]:
-    """Where ``client`` connects (host, port, db), as far as it says: a cluster client
-    names its default node; a Sentinel client its service, not a host."""
-    pool = getattr(client, "connection_pool", None)
-    if pool is not None:
-        return dict(getattr(pool, "connection_kwargs", {}) or {})
-    node = getattr(getattr(client, "nodes_manager", None), "default_node", None)
-    if node is not None:
-        return {"host": node.host, "port": node.port}
-    return {}
 
 
 def _single_connection(client: Any) -> bool:

@@ -15,14 +15,14 @@ event goes on a short span of its own, under the caller's current span. Rules:
   * Thread ids are recorded as given, hashed (``sha256:`` and 16 hex digits) or not at
     all (``trace_thread_ids``); nothing of a checkpoint's content is ever recorded.
   * Without a recording span, no attribute is computed (``Scope.recording``).
-The names, units and attributes are documented in docs/operations/observability.md.
+The names, units and attributes are documented in docs/operations/observability.md; the
+escalation gauges are in ``escalation_gauges.py``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib.metadata
-import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -34,7 +34,6 @@ from langgraph_durable.core.errors import (
     LeaseLostError,
 )
 
-logger = logging.getLogger("langgraph_durable")
 ThreadIds = Literal["plain", "hashed", "omit"]
 THREAD_ID_CHOICES = ("plain", "hashed", "omit")
 # OTel's recommended boundaries for db.client.operation.duration (seconds)
@@ -175,7 +174,7 @@ class OtelTelemetry(Telemetry):
 
         self._trace, self._metrics = trace, metrics
         self._kind, self._status, self._error = SpanKind.CLIENT, Status, StatusCode.ERROR
-        self._version = _version()
+        self._version = version()
         self._given = (tracer_provider, meter_provider)
         self._tracer_of: tuple[Any, Any] = (None, None)  # (provider, its tracer)
         self._instruments_of: tuple[Any, _Instruments | None] = (None, None)
@@ -283,7 +282,8 @@ class OtelTelemetry(Telemetry):
         return thread_id
 
 
-def _version() -> str:
+def version() -> str:
+    """The instrumentation's version: the installed distribution's."""
     try:
         return importlib.metadata.version("langgraph-durable")
     except importlib.metadata.PackageNotFoundError:  # run from a source tree
@@ -328,64 +328,24 @@ def create_telemetry(
     return OtelTelemetry(tracer_provider, meter_provider, trace_thread_ids, server or {})  # type: ignore[arg-type]
 
 
-def observe_escalations(waiting: Callable[[], list[Any]], meter_provider: Any = None) -> bool:
-    """Gauges ``lgd.escalations.waiting`` and ``lgd.escalations.oldest_age`` (seconds),
-    read by calling ``waiting()`` (escalations with an ``age_seconds``) at each metrics
-    collection, once for both. False when ``opentelemetry-api`` is not installed."""
-    try:
-        from opentelemetry import metrics
-        from opentelemetry.metrics import Observation
-    except ImportError:
-        return False
-    last: dict[str, Any] = {"at": -1.0, "found": []}
-
-    def read(fresh: bool) -> list[Any] | None:
-        # A collection calls ``count`` first: it reads; ``oldest`` reuses that read
-        now = time.monotonic()
-        if fresh or now - last["at"] > 1.0:
-            try:
-                last["found"] = waiting()
-            except Exception as exc:  # noqa: BLE001 - a collection must not fail the app
-                logger.warning("langgraph-durable: counting escalations failed: %s", exc)
-                last["found"] = None
-            last["at"] = now
-        return last["found"]  # type: ignore[no-any-return]
-
-    def count(_: Any) -> Iterator[Any]:
-        found = read(fresh=True)
-        if found is not None:
-            yield Observation(len(found))
-
-    def oldest(_: Any) -> Iterator[Any]:
-        found = read(fresh=False)
-        if found is not None:
-            ages = [e.age_seconds for e in found if e.age_seconds is not None]
-            yield Observation(max(ages, default=0.0))
-
-    meter = metrics.get_meter(INSTRUMENTATION, _version(), meter_provider=meter_provider)
-    meter.create_observable_gauge(
-        "lgd.escalations.waiting",
-        callbacks=[count],
-        unit="{escalation}",
-        description="calls waiting for a human's answer, every thread of the key prefix",
-    )
-    meter.create_observable_gauge(
-        "lgd.escalations.oldest_age",
-        callbacks=[oldest],
-        unit="s",
-        description="how long the oldest waiting call has waited",
-    )
-    return True
-
-
-def server_attributes(connection_kwargs: Mapping[str, Any]) -> dict[str, Any]:
-    """OTel's ``server.*`` and ``db.namespace`` from a redis-py pool's connection kwargs."""
+def server_attributes(where: Any) -> dict[str, Any]:
+    """OTel's ``server.*`` and ``db.namespace`` of a redis-py client (or of its pool's
+    connection kwargs): a cluster client names its default node; a Sentinel client its
+    service, not a host, so neither is said."""
+    if isinstance(where, Mapping):
+        kwargs: Mapping[str, Any] = where
+    elif (pool := getattr(where, "connection_pool", None)) is not None:
+        kwargs = getattr(pool, "connection_kwargs", None) or {}
+    elif (node := getattr(getattr(where, "nodes_manager", None), "default_node", None)) is not None:
+        kwargs = {"host": node.host, "port": node.port}
+    else:
+        kwargs = {}
     found: dict[str, Any] = {}
-    if host := connection_kwargs.get("host"):
+    if host := kwargs.get("host"):
         found["server.address"] = str(host)
-    if port := connection_kwargs.get("port"):
+    if port := kwargs.get("port"):
         found["server.port"] = int(port)
-    if (db := connection_kwargs.get("db")) is not None:
+    if (db := kwargs.get("db")) is not None:
         found["db.namespace"] = str(db)
     return found
 

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from langgraph_durable.core.errors import ConfigurationError
-from langgraph_durable.io.telemetry import observe_escalations
+from langgraph_durable.io.escalation_gauges import observe_escalations
 from langgraph_durable.ledger.durable import DurableCalls
 from langgraph_durable.ledger.entries import Divergence, LedgerEntry, Policy
 from langgraph_durable.ledger.executions import Lineage
