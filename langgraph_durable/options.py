@@ -80,11 +80,12 @@ class SaverOptions(BaseCheckpointSaver[str]):
             before they are decompressed. Any saver reads compressed records whatever
             its setting.
         list_elements: True (the default): each element of a list-valued channel
-            (``add_messages``, ``operator.add``) and of a pending write's list is stored
-            once per thread, and a value names its elements by digest, so a thread's
-            memory grows with its messages, not with their square. False stores whole
-            lists, readable by releases before this one (set it before such a rollback).
-            Any saver reads both forms whatever its setting.
+            (``add_messages``, ``operator.add``), each value of a dict-valued one (a
+            ``files`` dict merged per step) and of a pending write's list or dict is
+            stored once per thread, and a value names its elements by digest, so a
+            thread's memory grows with its messages and documents, not with their
+            square. False stores whole values, readable by releases before this one (set
+            it before such a rollback). Any saver reads every form whatever its setting.
         verify_elements_on_write: False (the default): a put checks that every element
             it names without sending is in Redis, and their lengths; one missing or
             changed in length is sent again by that put, so what it acknowledges reads

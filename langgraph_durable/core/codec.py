@@ -103,9 +103,9 @@ def open_write(
     manifest names taken from ``values`` (a ``ValueRecords``); ``RecordDamagedError``
     (``ElementDamagedError`` for an element) if it fails."""
     channel, type_, data = open_record(ctx, "wr", thread_id, member, record)
-    if type_ != elements.MARK:
+    if type_ not in elements.MARKS:
         return channel, load_value(ctx, type_, data)
-    return channel, _load_elements(ctx, elements.digests_of(data), values)
+    return channel, _load_elements(ctx, elements.digests_in(type_, data), values)
 
 
 def open_blob(ctx: PlanContext, thread_id: str, blob_field: str, values: Mapping[str, Any]) -> Any:
@@ -117,16 +117,14 @@ def open_blob(ctx: PlanContext, thread_id: str, blob_field: str, values: Mapping
         type_, data = open_record(ctx, "bl", thread_id, blob_field, values.get(blob_field))
         if type_ == EMPTY:
             return NO_VALUE
-        if type_ != elements.MARK:
+        if type_ not in elements.MARKS:
             return load_value(ctx, type_, data)
-        digests = elements.digests_of(data)
+        digests = elements.digests_in(type_, data)
     return _load_elements(ctx, digests, values)
 
 
-def _load_elements(
-    ctx: PlanContext, digests: tuple[bytes, ...], values: Mapping[str, Any]
-) -> list[Any]:
-    """The list a manifest names: each element from the cache (where ``values``
+def _load_elements(ctx: PlanContext, digests: tuple[bytes, ...], values: Mapping[str, Any]) -> Any:
+    """The list (or dict: ``elements.MapDigests``) a manifest names: each element from the cache (where ``values``
     trusts it), else verified from ``values.elements`` (then cached), deserialized
     through the allowlist. A list of more than ``max_record_bytes`` serialized (what
     one record may hold: a forged manifest naming one element many times) is damage,
@@ -140,7 +138,7 @@ def _load_elements(
         if cached is not None:
             if sum(len(data) for _, data in cached) > ctx.max_record_bytes:
                 raise _list_too_long(ctx)
-            return _loaded_list(ctx, cached, len(digests), accepted)
+            return _loaded(ctx, cached, digests, accepted)
     serialized = []
     total = 0
     for digest in digests:
@@ -164,7 +162,25 @@ def _load_elements(
         if total > ctx.max_record_bytes:
             raise _list_too_long(ctx)
         serialized.append(known)
-    return _loaded_list(ctx, serialized, len(digests), accepted)
+    return _loaded(ctx, serialized, digests, accepted)
+
+
+def _loaded(
+    ctx: PlanContext,
+    serialized: list[tuple[str, bytes]],
+    digests: tuple[bytes, ...],
+    accepted: Container[str] | None,
+) -> Any:
+    """The list, or the dict (``MapDigests``), that ``serialized`` elements make."""
+    if not isinstance(digests, elements.MapDigests):
+        return _loaded_list(ctx, serialized, len(digests), accepted)
+    if sum(map(len, digests.keys)) + sum(len(d) for _, d in serialized) > ctx.max_record_bytes:
+        raise _list_too_long(ctx)
+    types, parts = zip(*serialized)
+    value = load(ctx.serde, *elements.joined_map(digests.keys, types, parts), accepted)
+    if not isinstance(value, dict) or len(value) != len(digests):
+        raise RecordDamagedError("undecodable body (a dict manifest)")
+    return value
 
 
 def _list_too_long(ctx: PlanContext) -> RecordDamagedError:
@@ -195,7 +211,7 @@ def manifest_of(ctx: PlanContext, thread_id: str, blob_field: str, record: bytes
         return () if record is not None else None
     try:
         type_, data = open_record(ctx, "bl", thread_id, blob_field, record)
-        return elements.digests_of(data) if type_ == elements.MARK else ()
+        return elements.digests_in(type_, data) if type_ in elements.MARKS else ()
     except (RecordDamagedError, ValueError, TypeError):
         return None
 
@@ -207,7 +223,7 @@ def write_manifest_of(ctx: PlanContext, thread_id: str, member: str, record: byt
         return () if record is not None else None
     try:
         _, type_, data = open_record(ctx, "wr", thread_id, member, record)
-        return elements.digests_of(data) if type_ == elements.MARK else ()
+        return elements.digests_in(type_, data) if type_ in elements.MARKS else ()
     except (RecordDamagedError, ValueError, TypeError):
         return None
 
@@ -228,7 +244,7 @@ def write_record(
     if split is None:
         record = seal_value(ctx, "wr", thread_id, member, [channel], value, what, whole)
         return record, None
-    record = seal(ctx, "wr", thread_id, member, [channel, elements.MARK, split.manifest], what)
+    record = seal(ctx, "wr", thread_id, member, [channel, split.mark, split.manifest], what)
     return record, split
 
 
@@ -241,7 +257,7 @@ def blob_records(
     split, whole = _split(ctx, thread_id, value, what, elements.MIN_ELEMENTS)
     if split is None:
         return seal_value(ctx, "bl", thread_id, blob_field, [], value, what, whole), None
-    record = seal(ctx, "bl", thread_id, blob_field, [elements.MARK, split.manifest], what)
+    record = seal(ctx, "bl", thread_id, blob_field, [split.mark, split.manifest], what)
     return record, split
 
 

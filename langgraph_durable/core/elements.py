@@ -1,4 +1,4 @@
-"""Linear memory for list-valued channels: each element stored once per thread.
+"""Linear memory for list- and dict-valued channels: each element stored once per thread.
 
 Owns the element form of a channel value. A list worth it (``MIN_ELEMENTS`` or more
 elements, ``MIN_AVERAGE_BYTES`` or more each on average once serialized: messages, not
@@ -8,7 +8,10 @@ with a key derived from ``signing_key`` where one is set: ``digest_of``) in
 order; each element is stored once per thread in ``P:{T}:el`` under its digest. A
 message list that grows by one message per step then costs each message once plus 16
 bytes per message per checkpoint, instead of the whole list again at every checkpoint
-(``add_messages``, ``operator.add``: no opting in to ``DeltaChannel``). Rules it keeps:
+(``add_messages``, ``operator.add``: no opting in to ``DeltaChannel``). A plain dict
+whose values are worth it is stored the same way, its values the elements, its keys in
+its manifest (``lgdm1``: a document merged into ``files`` per step is stored once); the
+manifest formats are ``manifests.py``'s. Rules it keeps:
   * An element is verified against the digest the (verified) manifest names before one
     byte of it is used: a cryptographic digest named by a sealed record is as good as a
     seal over the element (a chat user cannot craft a message that collides with another),
@@ -44,17 +47,35 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import msgpack
 from langgraph.checkpoint.base import SerializerProtocol
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 
 from langgraph_durable.core import inputs
 from langgraph_durable.core.compression import Compression
 from langgraph_durable.core.errors import RecordDamagedError
+from langgraph_durable.core.manifests import (
+    DIGEST_BYTES,
+    MAP_MARK,
+    MARK,
+    MARKS,
+    MSGPACK,
+    PACKED_MARK,
+    PACKED_MARKS,
+    MapDigests,
+    digests_in,
+    digests_of,
+    joined,
+    joined_map,
+    may_be_manifest,
+    msgpack_elements,
+    msgpack_map_items,
+    with_digests,
+)
 
-MARK = "lgdl1"  # the serialization type of a manifest
-PACKED_MARK = b"\xa5" + MARK.encode()  # how msgpack writes it inside a record's body
-DIGEST_BYTES = 16
+__all__ = [  # the manifest names readers take from here (manifests.py owns them)
+    "DIGEST_BYTES", "MAP_MARK", "MARK", "MARKS", "PACKED_MARK", "PACKED_MARKS", "MapDigests",
+    "digests_in", "digests_of", "joined", "joined_map", "may_be_manifest", "with_digests",
+]  # fmt: skip
 MIN_ELEMENTS = 2
 MIN_AVERAGE_BYTES = 64  # below, 16 bytes of digest per element and a hash field cost more
 MAX_FINGERPRINTS = 1 << 17  # about 30 MB of them at most
@@ -73,14 +94,22 @@ class ElementDamagedError(RecordDamagedError):
 
 @dataclass(frozen=True)
 class Split:
-    """A list value in element form: the manifest's data and the stored elements."""
+    """A list or dict value in element form: the manifest's type and data, and the
+    stored elements (a dict's values; its keys are in the manifest)."""
 
-    digests: tuple[bytes, ...]  # in list order (repeats allowed)
+    digests: tuple[bytes, ...]  # in list order, or the dict's (repeats allowed)
     stored: dict[bytes, bytes]  # digest -> stored element, each once
+    keys: tuple[bytes, ...] | None = None  # a dict's keys, each as msgpack packs it
+
+    @property
+    def mark(self) -> str:
+        return MARK if self.keys is None else MAP_MARK
 
     @property
     def manifest(self) -> bytes:
-        return b"".join(self.digests)
+        if self.keys is None:
+            return b"".join(self.digests)
+        return b"".join((len(self.keys).to_bytes(4, "big"), *self.keys, *self.digests))
 
 
 def element_keys(signing_keys: Iterable[bytes]) -> tuple[bytes, ...]:
@@ -151,16 +180,26 @@ def split(
     ``EncryptedSerializer``, an element is known by its plaintext serialization (in
     memory only) and encrypted once: a fresh ciphertext at every checkpoint would store
     every message again each time."""
-    if type(value) is not list or len(value) < min_elements:
+    map_keys: tuple[bytes, ...] | None = None
+    if type(value) is dict and value:  # each value an element, the keys in the manifest
+        plain_serde, cipher = _encryption(serde)
+        whole = plain_serde.dumps_typed(value)
+        items = msgpack_map_items(whole, len(value))
+        if items is None:
+            return None, None if cipher is not None else whole
+        map_keys = tuple(k for k, _ in items)
+        serialized = [(MSGPACK, v) for _, v in items]
+    elif type(value) is not list or len(value) < min_elements:
         return None, None
-    plain_serde, cipher = _encryption(serde)
-    whole = plain_serde.dumps_typed(value)
-    parts = _msgpack_elements(whole, len(value))
-    serialized = (
-        [(MSGPACK, part) for part in parts]
-        if parts is not None
-        else [plain_serde.dumps_typed(element) for element in value]
-    )
+    else:
+        plain_serde, cipher = _encryption(serde)
+        whole = plain_serde.dumps_typed(value)
+        parts = msgpack_elements(whole, len(value))
+        serialized = (
+            [(MSGPACK, part) for part in parts]
+            if parts is not None
+            else [plain_serde.dumps_typed(element) for element in value]
+        )
     if cipher is not None:
         whole = None  # plaintext: never stored
     if sum(len(data) for _, data in serialized) < MIN_AVERAGE_BYTES * len(value):
@@ -188,42 +227,7 @@ def split(
         cache.note_stored(*known)
         digests.append(known[0])
         stored[known[0]] = known[1]
-    return Split(tuple(digests), stored), whole
-
-
-MSGPACK = "msgpack"  # LangGraph's serialization type whose arrays are their elements' bytes
-
-
-def _msgpack_elements(whole: tuple[str, bytes], count: int) -> list[bytes] | None:
-    """The bytes of each element of a list LangGraph serialized as one msgpack array
-    (msgpack is context-free: an element's bytes are what serializing it alone gives),
-    or None for another serialization."""
-    type_, data = whole
-    if type_ != MSGPACK:
-        return None
-    try:
-        unpacker = msgpack.Unpacker(max_buffer_size=len(data) + 1)
-        unpacker.feed(data)
-        if unpacker.read_array_header() != count:
-            return None
-        parts, start = [], unpacker.tell()
-        for _ in range(count):
-            unpacker.skip()
-            end = unpacker.tell()
-            parts.append(data[start:end])
-            start = end
-    except (ValueError, msgpack.UnpackException):
-        return None
-    return parts if start == len(data) else None
-
-
-def joined(types: Sequence[str], parts: Sequence[bytes]) -> tuple[str, bytes] | None:
-    """The msgpack array of elements serialized one by one as msgpack (their types and
-    bytes): one call deserializes them all (the inverse of ``_msgpack_elements``); None
-    if one is not msgpack."""
-    if types.count(MSGPACK) != len(types):
-        return None
-    return MSGPACK, b"".join((b"\xdd" + len(parts).to_bytes(4, "big"), *parts))
+    return Split(tuple(digests), stored, map_keys), whole
 
 
 class ElementCache:
@@ -296,13 +300,6 @@ class ElementCache:
             self._size += size
 
 
-def digests_of(manifest: Any) -> tuple[bytes, ...]:
-    """The element digests a verified manifest's data names, in order."""
-    if not isinstance(manifest, bytes) or len(manifest) % DIGEST_BYTES:
-        raise RecordDamagedError("undecodable body (not a manifest)")
-    return tuple([manifest[i : i + DIGEST_BYTES] for i in range(0, len(manifest), DIGEST_BYTES)])
-
-
 def unpack(digest: bytes, stored: bytes | None, keys: Sequence[bytes] = ()) -> tuple[str, bytes]:
     """(serialization type, data) of the element stored under ``digest``, verified with
     any of the element ``keys`` or none (``key_of``)."""
@@ -315,15 +312,6 @@ def unpack(digest: bytes, stored: bytes | None, keys: Sequence[bytes] = ()) -> t
         return type_.decode(), data
     except UnicodeDecodeError as exc:  # verified, so only a digest collision could: never
         raise ElementDamagedError(f"undecodable body element {digest.hex()}", digest) from exc
-
-
-def may_be_manifest(record: bytes | None, window: int = 96) -> bool:
-    """Cheap test before opening: a manifest's type sits at the start of a channel
-    value's body (``window``), after the channel name in a pending write's (search it
-    all: ``window=-1``)."""
-    if record is None:
-        return False
-    return record.find(PACKED_MARK, 0, len(record) if window < 0 else window) != -1
 
 
 class ValueRecords(dict[str, "bytes | None"]):

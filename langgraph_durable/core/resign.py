@@ -72,7 +72,7 @@ def resign_thread(ctx: PlanContext, thread_id: str, *, from_unsigned: bool) -> P
             if ctx.envelope.is_current(record):
                 # A current manifest may still name digests of an older key (written
                 # while both keys were configured): re-keyed too.
-                if kind in ("bl", "wr") and elements.PACKED_MARK in record:
+                if kind in ("bl", "wr") and elements.may_be_manifest(record, window=-1):
                     try:
                         body = ctx.envelope.open(identity, record)
                     except RecordDamagedError as exc:
@@ -133,18 +133,19 @@ class _Rekey:
         self.stored: dict[bytes, bytes] = {}  # new digest -> element
 
     def body(self, kind: str, body: bytes | memoryview) -> bytes | memoryview:
-        if elements.PACKED_MARK not in bytes(body[:96] if kind == "bl" else body):
+        if not elements.may_be_manifest(bytes(body), window=96 if kind == "bl" else -1):
             return body
         try:
             items = msgpack.unpackb(bytes(body), raw=False)
-            at = items.index(elements.MARK) + 1  # bl: [MARK, manifest]; wr: [channel, ...]
-            digests = elements.digests_of(items[at])
-        except (ValueError, TypeError, msgpack.UnpackException, RecordDamagedError):
+            # bl: [mark, manifest]; wr: [channel, mark, manifest]
+            at = next(i for i, item in enumerate(items) if item in elements.MARKS) + 1
+            digests = elements.digests_in(items[at - 1], items[at])
+        except (ValueError, TypeError, StopIteration, msgpack.UnpackException, RecordDamagedError):
             return body  # not a manifest after all: re-sealed as it is
         renamed = [self._digest(d) for d in digests]
         if renamed == list(digests):
             return body
-        items[at] = b"".join(renamed)
+        items[at] = elements.with_digests(items[at - 1], items[at], renamed)
         return msgpack.packb(items, use_bin_type=True)  # type: ignore[no-any-return]
 
     def _digest(self, digest: bytes) -> bytes:

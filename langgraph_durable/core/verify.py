@@ -44,9 +44,9 @@ def _named_by_verified(
         except RecordDamagedError:
             continue
         type_, data = decoded[-2:] if len(decoded) >= 2 else (None, None)
-        if type_ == elements.MARK:
+        if type_ in elements.MARKS:
             try:
-                named.update(elements.digests_of(data))
+                named.update(elements.digests_in(type_, data))
             except RecordDamagedError:
                 continue
     return named

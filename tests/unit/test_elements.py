@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from langgraph_durable.core import elements
+from langgraph_durable.core import elements, manifests
 from langgraph_durable.core.compression import Compression
 from langgraph_durable.core.elements import ElementCache, ElementDamagedError
 from langgraph_durable.core.errors import RecordDamagedError
@@ -59,8 +59,54 @@ def test_a_split_list_joins_back_to_the_same_list(value: list[Any]) -> None:
 
 @given(values)
 def test_an_elements_bytes_are_what_serializing_it_alone_gives(value: list[Any]) -> None:
-    parts = elements._msgpack_elements(SERDE.dumps_typed(value), len(value))
+    parts = manifests.msgpack_elements(SERDE.dumps_typed(value), len(value))
     assert parts == [SERDE.dumps_typed(e)[1] for e in value]
+
+
+dicts = st.dictionaries(
+    st.one_of(texts, ints),
+    st.one_of(messages, texts, ints, st.lists(texts, max_size=3)),
+    max_size=8,
+)
+
+
+@given(dicts)
+def test_a_split_dict_joins_back_to_the_same_dict(value: dict[Any, Any]) -> None:
+    parts, whole = split(value)
+    if parts is None:  # not worth splitting: the whole value was serialized on the way
+        assert whole is None or SERDE.loads_typed(whole) == value
+        return
+    assert parts.mark == manifests.MAP_MARK and len(parts.keys) == len(value)
+    named = manifests.digests_in(parts.mark, parts.manifest)
+    assert isinstance(named, manifests.MapDigests)
+    assert tuple(named) == parts.digests and named.keys == parts.keys
+    serialized = [Compression.unpack(*elements.unpack(d, parts.stored[d])) for d in parts.digests]
+    joined = manifests.joined_map(named.keys, *zip(*serialized))
+    assert SERDE.loads_typed(joined) == value
+    # re-keyed digests (resign) keep the keys
+    other = [bytes(16 - len(str(i))) + str(i).encode() for i in range(len(value))]
+    renamed = manifests.with_digests(parts.mark, parts.manifest, other)
+    again = manifests.digests_in(parts.mark, renamed)
+    assert list(again) == other and again.keys == parts.keys
+
+
+@given(st.binary(max_size=200))
+def test_a_dict_manifest_that_does_not_parse_exactly_is_damage(data: bytes) -> None:
+    try:
+        named = manifests.digests_in(manifests.MAP_MARK, data)
+    except RecordDamagedError:
+        return
+    # what parses names exactly its count of keys and digests, and nothing else
+    assert len(named) == len(named.keys) == int.from_bytes(data[:4], "big") > 0
+    assert 4 + sum(map(len, named.keys)) + 16 * len(named) == len(data)
+
+
+def test_a_dict_of_documents_is_split_and_a_dict_of_small_values_is_not() -> None:
+    docs = {f"docs/{i}.md": "text " * 200 for i in range(3)}
+    parts, _ = split(docs)
+    assert parts is not None and parts.keys is not None and len(parts.stored) == 1  # same text
+    assert split({"a": 1, "b": 2})[0] is None
+    assert split({})[0] is None
 
 
 def test_lists_of_small_elements_stay_whole() -> None:
