@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import html
 import json
+import reprlib
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -106,8 +107,8 @@ def shown(value: Any, limit: int = MAX_SHOWN) -> str:
     if not isinstance(value, str):
         try:
             value = json.dumps(value, default=str, ensure_ascii=False)
-        except (TypeError, ValueError):
-            value = repr(value)
+        except (TypeError, ValueError, RecursionError):  # stored: nested without end
+            value = reprlib.repr(value)
     text = value.replace(SEP, " / ")
     if len(text) > limit:
         text = text[: limit - 1] + "\u2026"
@@ -137,14 +138,17 @@ def lanes(points: list[Point]) -> dict[str, int]:
 
 def _svg(points: list[Point], forks: set[str], calls_at: dict[int, list[str]]) -> str:
     lane_of = lanes(points)
-    steps = [p.step for p in points if p.step is not None]
-    low = min(steps, default=0)
-    undrawn = max(steps, default=0) - low + 1  # damaged ones (no step) go below
+    # a row per step that has a checkpoint (stored steps say what they like: no gaps
+    # drawn for them); damaged checkpoints (no step) go below
+    row_of = {
+        step: row for row, step in enumerate(sorted({p.step for p in points if p.step is not None}))
+    }
+    undrawn = len(row_of)
     labels = {p.checkpoint_id: _label(p, calls_at) for p in points}
     lane = max([LANE, *(40 + 8 * len(text) for text in labels.values())])  # no overlap
 
     def where(p: Point) -> tuple[int, int]:
-        row = (p.step - low) if p.step is not None else undrawn
+        row = row_of[p.step] if p.step is not None else undrawn
         return 40 + lane_of.get(p.checkpoint_id, 0) * lane, 24 + row * ROW
 
     by_id = {p.checkpoint_id: p for p in points}
@@ -190,9 +194,10 @@ def _call_rows(calls: list[LedgerEntry]) -> str:
         )
         rows.append(
             f'<tr class="call {shown(e.state)}"><td>{shown(e.checkpoint_ns or "(root)")}</td>'
-            f"<td>{e.step}</td><td>{kind}</td><td>{shown(e.name)}</td>"
+            f"<td>{shown(e.step)}</td><td>{kind}</td><td>{shown(e.name)}</td>"
             f"<td>{shown(e.state)}</td><td>{shown(e.args)}</td><td>{shown(outcome)}</td>"
-            f"<td>{e.attempts}</td><td>{', '.join(str(n) for n in e.escalations) or '-'}</td>"
+            f"<td>{shown(e.attempts)}</td>"
+            f"<td>{shown(', '.join(str(n) for n in e.escalations) or '-')}</td>"
             f"<td>{shown(decisions or e.resolution or '-')}</td><td>{_at(e.started_at)}</td></tr>"
         )
     return "".join(rows)

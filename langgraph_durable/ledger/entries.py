@@ -219,23 +219,29 @@ def open_entry(
         result = body["result"]
         return replace(
             base,
-            state=body["state"],
-            idempotency_key=body["key"],
-            tool_call_id=body["call_id"],
+            state=_typed(body["state"], str),
+            idempotency_key=_typed(body["key"], str, None),
+            tool_call_id=_typed(body["call_id"], str, None),
             args=body["args"],
-            attempts=body["attempts"],
-            escalation=body["escalation"],
-            escalations=tuple(body["escalations"]),
-            resolution=body["resolution"],
+            attempts=_typed(body["attempts"], int),
+            escalation=_typed(body["escalation"], int, None),
+            escalations=tuple(_typed(slot, int) for slot in body["escalations"]),
+            resolution=_typed(body["resolution"], str, None),
             result=codec.load_value(ctx, *result) if result is not None else None,
-            error=body["error"],
-            started_at=body["started"],
-            finished_at=body["finished"],
+            error=_typed(body["error"], str, None),
+            started_at=_typed(body["started"], float, int, None),
+            finished_at=_typed(body["finished"], float, int, None),
             diverged_from=body.get("from"),  # absent from records of earlier versions
             hint=body.get("hint"),
             **_execution_facts(body),
             decisions={
-                int(slot): Decision(action, codec.load_value(ctx, *result), reason, by, at)
+                _typed(slot, int): Decision(
+                    _typed(action, str),
+                    codec.load_value(ctx, *result),
+                    _typed(reason, str, None),
+                    _typed(by, str, None),
+                    _typed(at, float, int, None),
+                )
                 for slot, action, result, reason, by, at in body.get("decisions") or ()
             },
         )
@@ -243,6 +249,16 @@ def open_entry(
         return replace(base, damage=exc.reason)
     except (ValueError, KeyError, TypeError, msgpack.UnpackException) as exc:
         return replace(base, damage=f"undecodable body ({type(exc).__name__})")
+
+
+def _typed(value: Any, *kinds: type | None) -> Any:
+    """``value`` if it is one of ``kinds`` (None: None itself; never a bool for int):
+    stored bytes say what they like, and what they say is shown and compared as is."""
+    if value is None and None in kinds:
+        return value
+    if isinstance(value, bool) or not isinstance(value, tuple(k for k in kinds if k)):
+        raise TypeError(f"a ledger field of type {type(value).__name__}")
+    return value
 
 
 def _execution_facts(body: dict[str, Any]) -> dict[str, Any]:

@@ -194,3 +194,36 @@ def test_an_unknown_thread_is_one_line(redis_url: str, key_prefix: str, tmp_path
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert "no such thread 'nobody'" in done.stderr
     assert not (tmp_path / "x.html").exists()
+
+
+def test_a_forged_ledger_entry_is_damage_and_nothing_it_says_is_markup(
+    saver: RedisSaver, effects: Effects, redis_client: redis.Redis
+) -> None:
+    """With the default (unsigned) envelope anyone who can write to Redis can seal a
+    ledger record: fields of the wrong type make it damage, and whatever it says is
+    escaped on the page."""
+    import dataclasses
+
+    from langgraph_durable.cli.timeline import gather, render
+    from langgraph_durable.ledger.entries import open_entry, seal_entry
+
+    crashed(saver, effects, "send_email", point="tool_after_effect")
+    tk = saver.keys.thread("t")
+    field, record = next(
+        (f, r) for f, r in redis_client.hgetall(tk.lg).items() if not f.startswith(b"\x01")
+    )
+    entry = open_entry(saver.core, "t", field, record)
+    markup = '<img src=x onerror="document.title=1">'
+    for forged in (
+        dataclasses.replace(entry, attempts=markup),
+        dataclasses.replace(entry, escalations=(markup,)),
+        dataclasses.replace(entry, state=7),
+    ):
+        redis_client.hset(tk.lg, field, seal_entry(saver.core, "t", forged))
+        reopened = open_entry(saver.core, "t", field, redis_client.hget(tk.lg, field))
+        assert reopened.state == "damaged" and "undecodable body" in (reopened.damage or "")
+    redis_client.hset(
+        tk.lg, field, seal_entry(saver.core, "t", dataclasses.replace(entry, error=markup))
+    )
+    page = render(gather(saver, "t"))
+    assert "<img" not in page and "&lt;img src=x" in page
