@@ -24,6 +24,7 @@ sync code (``_run``: ``saver.drive``, the renewal on a daemon thread) or async c
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import threading
 import time
@@ -86,13 +87,23 @@ Sequence = Generator["Plan[Any] | float", Any, _T]
 
 
 def _acquiring(saver: LeaseHolder, lease: Lease, wait: float) -> Sequence[str]:
-    """Acquire ``lease``, trying again while another worker holds it, for ``wait`` s."""
+    """Acquire ``lease``, trying again while another worker holds it, for ``wait`` s.
+    The first attempt is the operation telemetry shows; the polls after it are not, and
+    a refusal is counted once, when the lease gives up."""
     deadline = time.monotonic() + wait
+    attempt = saver.core.acquire_lease(lease)
     while True:
         try:
-            return (yield saver.core.acquire_lease(lease))  # type: ignore[no-any-return]
+            return (yield attempt)  # type: ignore[no-any-return]
         except LeaseHeldError as exc:
-            yield _pause(exc, deadline)
+            try:
+                pause = _pause(exc, deadline)
+            except LeaseHeldError:
+                holder = {"lgd.lease.holder": exc.holder}
+                saver.telemetry.event("lgd.lease.refused", holder, lease.thread_id)
+                raise
+            yield pause
+            attempt = fencing.acquire_lease(saver.core, lease)
 
 
 def _renewing(saver: LeaseHolder, lease: Lease) -> Sequence[None]:
@@ -159,9 +170,9 @@ def hold(
     lease.token = _run(saver, _acquiring(saver, lease, wait), _slept)  # type: ignore[assignment]
     binding = fencing.bind(saver.key_prefix, lease.thread_id, lease.token)
     stop = threading.Event()
-    renewer = threading.Thread(
-        target=_run,
-        args=(saver, _renewing(saver, lease), stop.wait),
+    renewer = threading.Thread(  # in the caller's context: its spans' parent too
+        target=contextvars.copy_context().run,
+        args=(_run, saver, _renewing(saver, lease), stop.wait),
         name=f"lease-{lease.thread_id}",
         daemon=True,
     )

@@ -34,6 +34,7 @@ from langgraph_durable.ledger.entries import LedgerEntry
 from langgraph_durable.saver import RedisSaver
 
 MAX_SHOWN = 160  # characters of any stored text shown
+MAX_PROBLEMS = 50  # verify's findings listed on the page
 LANE, ROW, RADIUS = 240, 46, 9  # the drawing's grid (px)
 
 
@@ -56,6 +57,7 @@ class Timeline:
     points: list[Point] = field(default_factory=list)
     calls: list[LedgerEntry] = field(default_factory=list)
     quarantine: list[Quarantined] = field(default_factory=list)
+    quarantined: int = 0  # how many records are in quarantine (``quarantine``: some of them)
     fallbacks: list[RecoveryReport] = field(default_factory=list)
     leased_to: str | None = None
     problems: list[str] = field(default_factory=list)  # what could not be read, and why
@@ -96,8 +98,20 @@ def gather(saver: RedisSaver, thread_id: str) -> Timeline:
         found.calls = ToolLedger(saver).entries(thread_id)
     except Exception as exc:  # noqa: BLE001 - as above
         found.problems.append(f"reading the ledger: {exc}")
-    found.quarantine = saver.drive(quarantined(saver.core.keys, thread_id))
-    found.leased_to = saver.drive(thread_overview(saver.core.keys, thread_id)).leased_to
+    found.quarantined, found.quarantine = saver.drive(quarantined(saver.core.keys, thread_id))
+    overview = saver.drive(thread_overview(saver.core.keys, thread_id))
+    found.leased_to = overview.leased_to
+    for what, counted in (
+        ("checkpoint index", overview.checkpoints),
+        ("ledger", overview.ledger_entries),
+    ):
+        if counted == "damaged":
+            found.problems.append(f"the {what} key holds another type: run `verify --repair`")
+    for finding in report.findings[:MAX_PROBLEMS]:  # what verify found, as it says it
+        where = f" of checkpoint {finding.checkpoint_id}" if finding.checkpoint_id else ""
+        found.problems.append(f"{finding.kind}{where} ({finding.field}): {finding.reason}")
+    if len(report.findings) > MAX_PROBLEMS:
+        found.problems.append(f"and {len(report.findings) - MAX_PROBLEMS} more: run `verify`")
     return found
 
 
@@ -237,7 +251,7 @@ def render(t: Timeline) -> str:
         f"<h1>Thread {shown(t.thread_id)}</h1>",
         (
             f'<p id="summary">{len(t.points)} checkpoints, {len(forks)} forks, '
-            f"{sum(1 for p in t.points if p.damaged)} damaged, {len(t.quarantine)} quarantined, "
+            f"{sum(1 for p in t.points if p.damaged)} damaged, {t.quarantined} quarantined, "
             f"{len(t.calls)} recorded calls. Lease: "
             f'<span id="lease">{shown(t.leased_to or "not held")}</span></p>'
         ),
@@ -271,6 +285,8 @@ def render(t: Timeline) -> str:
     else:
         body.append('<p class="note">No recorded call.</p>')
     body.append("<h2>Quarantined records</h2>")
+    if len(t.quarantine) < t.quarantined:
+        body.append(f'<p class="note">{len(t.quarantine)} of {t.quarantined} shown.</p>')
     if t.quarantine:
         rows = "".join(
             f'<tr class="quarantined"><td>{shown(q.kind)}</td><td>{shown(q.field)}</td>'
@@ -317,7 +333,7 @@ def timeline(
         "checkpoints": len(found.points),
         "damaged": sum(1 for p in found.points if p.damaged),
         "calls": len(found.calls),
-        "quarantined": len(found.quarantine),
+        "quarantined": found.quarantined,
     }
     out(
         as_json,

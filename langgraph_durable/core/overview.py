@@ -64,20 +64,35 @@ class Quarantined:
 MAX_QUARANTINE_SHOWN = 500
 
 
-def quarantined(keys: KeySchema, thread_id: str) -> Plan[list[Quarantined]]:
-    """The records of the thread moved to quarantine and why, in one round trip (at
-    most ``MAX_QUARANTINE_SHOWN``). The stored bytes are read as data only: a value
+def quarantined(keys: KeySchema, thread_id: str) -> Plan[tuple[int, list[Quarantined]]]:
+    """How many records of the thread were moved to quarantine, and why for at most
+    ``MAX_QUARANTINE_SHOWN`` of them (any, HRANDFIELD: a hash of any size is read in
+    bounded memory), in one round trip. The stored bytes are read as data only: a value
     that is not what the quarantine script writes shows as ``"unreadable"``."""
     tk = keys.thread(thread_id)
-    (found,) = yield Batch([("HGETALL", tk.qt)], errors_as_values=True)
-    if isinstance(found, Exception):
-        return [Quarantined("?", "?", "damaged: the quarantine key holds another type")]
-    items = found.items() if isinstance(found, dict) else zip(found[::2], found[1::2])
+    count, found = yield Batch(
+        [("HLEN", tk.qt), ("HRANDFIELD", tk.qt, MAX_QUARANTINE_SHOWN, "WITHVALUES")],
+        errors_as_values=True,
+    )
+    if isinstance(count, Exception) or isinstance(found, Exception):
+        return 1, [Quarantined("?", "?", "damaged: the quarantine key holds another type")]
+    pairs = _pairs(found)
     shown = []
-    for name, value in sorted(items)[:MAX_QUARANTINE_SHOWN]:
+    for name, value in sorted(pairs):
         kind, field = keys.parse_quarantine_field(name)
         shown.append(Quarantined(kind, field, _reason(value)))
-    return shown
+    return int(count), shown
+
+
+def _pairs(found: object) -> list[tuple[object, object]]:
+    """HRANDFIELD ... WITHVALUES as (field, value): RESP3 answers pairs, RESP2 a flat list."""
+    if isinstance(found, dict):
+        return list(found.items())
+    if not isinstance(found, list):
+        return []
+    if all(isinstance(item, list | tuple) and len(item) == 2 for item in found):
+        return [(item[0], item[1]) for item in found]
+    return list(zip(found[::2], found[1::2]))
 
 
 def _reason(value: object) -> str:

@@ -46,17 +46,23 @@ from langgraph_durable.core.ops import (
     ScanKeys,
     Script,
 )
-from langgraph_durable.io import compat, connect, hazards, wire
+from langgraph_durable.io import compat, connect, hazards, pipelines, wire
 from langgraph_durable.io.failover import Failover
+from langgraph_durable.io.pipelines import Call
 from langgraph_durable.io.scripts import ScriptSet, server_version
-from langgraph_durable.io.telemetry import NO_TELEMETRY, Scope, Telemetry, server_attributes
+from langgraph_durable.io.telemetry import (
+    NO_TELEMETRY,
+    OperationCancelled,
+    Scope,
+    Telemetry,
+    server_attributes,
+)
 
 if TYPE_CHECKING:
     from langgraph_durable.core.saver_core import SaverCore
 
 logger = logging.getLogger("langgraph_durable")
 T = TypeVar("T")
-Call = Callable[[], Any]  # sync: returns the reply; asyncio: an awaitable of it
 Steps = Generator["Call | Emit[Any] | Pause", Any, T]
 
 
@@ -98,18 +104,6 @@ class Driver:
         self._scripts = ScriptSet()  # until setup() knows the server
         self.telemetry.use_server(server_attributes(self.client))
 
-    def _scan_keys(self, pattern: str) -> Any:
-        """Every key matching ``pattern`` on every node: a list from a sync client, a
-        coroutine of one from an asyncio client (its ``scan_iter`` is an async one)."""
-        found = self.client.scan_iter(match=pattern, count=1000)
-        if hasattr(found, "__aiter__"):
-
-            async def collect() -> list[Any]:
-                return [key async for key in found]
-
-            return collect()
-        return list(found)
-
     def _steps(self, plan: Plan[T]) -> Steps[T]:
         reply: Any = None
         what: Operation | None = getattr(plan, "operation", None)  # a traced plan
@@ -118,13 +112,13 @@ class Driver:
             scope = self.telemetry.begin(
                 what.name, what.thread_id, what.checkpoint_ns, what.checkpoint_id
             )
+        error: BaseException | None = None
+        in_flight = False  # a round trip sent and not answered: closing now cancels it
         try:
             while True:
                 try:
                     op = plan.send(reply)
                 except StopIteration as stop:
-                    if scope is not None:
-                        scope.end()
                     return stop.value  # type: ignore[no-any-return]
                 reply = None
                 if isinstance(op, Emit):
@@ -137,15 +131,20 @@ class Driver:
                 elif scope is None:
                     reply = yield from self._op_steps(op)
                 else:
+                    scope.sending(op)
+                    in_flight = True
                     reply = yield from _counted(self._op_steps(op), scope)
-        except GeneratorExit:  # a listing its caller stopped reading: not a failure
-            if scope is not None:
-                scope.end()
+                    in_flight = False
+        except GeneratorExit:  # a listing its caller stopped reading is no failure
+            if in_flight:
+                error = OperationCancelled("stopped with a round trip in flight")
             raise
         except BaseException as exc:
-            if scope is not None:
-                scope.end(exc)
+            error = exc
             raise
+        finally:
+            if scope is not None:
+                scope.end(error)
 
     def _op_steps(self, op: Any) -> Steps[Any]:
         if isinstance(op, Script):
@@ -168,7 +167,7 @@ class Driver:
             ]
             ahead = list(op.ahead)
             if ahead and self.cluster and op.atomic:
-                _log_errors(ahead, (yield self._pipelined(ahead, False)))
+                _log_errors(ahead, (yield pipelines.pipelined(self.client, ahead, False)))
                 ahead = []
             wait = [("WAIT", *op.wait_replicas)] if op.wait_replicas else []
             first_try, attempts = True, self.failover.attempts()
@@ -183,10 +182,12 @@ class Driver:
                         lost=self.failover.lost,
                     )
                 else:
-                    results = yield self._pipelined([*ahead, *commands], op.atomic)
+                    results = yield pipelines.pipelined(self.client, [*ahead, *commands], op.atomic)
                     if wait:  # its own call: the same connection only where there is one
                         try:
-                            acked = yield self._wait_call(wait[0], op.commands)
+                            acked = yield pipelines.wait_call(
+                                self.client, self.cluster, wait[0], op.commands
+                            )
                         except Exception as exc:  # noqa: BLE001 - a lost WAIT: see below
                             # WAIT alone on a fresh connection would count none of the
                             # write's bytes: the whole batch goes again
@@ -214,7 +215,7 @@ class Driver:
                     raise error
                 return results
         if isinstance(op, ScanKeys):
-            return (yield partial(self._scan_keys, op.pattern))
+            return (yield partial(pipelines.scan_keys, self.client, op.pattern))
         raise TypeError(f"unknown operation {op!r}")
 
     def _wired(self) -> bool:
@@ -226,27 +227,6 @@ class Driver:
         if self._wired():
             return partial(self._wire_call, self.client, *command, lost=self.failover.lost)
         return partial(self.client.execute_command, *command)
-
-    def _pipelined(self, commands: list[tuple[Any, ...]], atomic: bool) -> Call:
-        """The call that sends ``commands`` through redis-py's pipeline (a cluster, or a
-        client ``wire.py`` does not drive); a new pipeline each time it is called (a
-        pipeline empties itself when it runs, and a failover sends the call again)."""
-
-        def send() -> Any:
-            pipe = self.client.pipeline(transaction=atomic)
-            for command in commands:
-                pipe.execute_command(*command)
-            return pipe.execute(raise_on_error=False)
-
-        return send
-
-    def _wait_call(self, wait: tuple[Any, ...], commands: list[Any]) -> Call:
-        """WAIT behind a pipelined batch: on a cluster, on the node of its first key.
-        Never sent again on its own (``once``): the batch is."""
-        if self.cluster:
-            node = self.client.get_node_from_key(_first_key(commands))
-            return once(partial(self.client.execute_command, *wait, target_nodes=node))
-        return once(partial(self.client.execute_command, *wait))
 
     def _load_scripts(self) -> Steps[None]:
         for source in self._scripts.sources():
@@ -269,6 +249,14 @@ class Driver:
 # -- the two loops: every call a plan's steps yield is one round trip ---------------------
 def run_calls(steps: Steps[T], failover: Failover) -> Generator[Any, None, T]:
     """Make each call ``steps`` yields, yield each emitted item, return its result."""
+    try:
+        return (yield from _run_calls(steps, failover))
+    except BaseException:  # interrupted (KeyboardInterrupt...): the steps end now, not at GC
+        steps.close()
+        raise
+
+
+def _run_calls(steps: Steps[T], failover: Failover) -> Generator[Any, None, T]:
     reply: Any = None
     error: Exception | None = None
     while True:
@@ -305,6 +293,17 @@ async def arun_calls(
 ) -> AsyncIterator[Any]:
     """``run_calls`` awaiting each call; its result is put in ``result`` (an async
     generator returns nothing)."""
+    try:
+        async for item in _arun_calls(steps, failover, result):
+            yield item
+    except BaseException:  # cancelled: the steps end now, not at GC
+        steps.close()
+        raise
+
+
+async def _arun_calls(
+    steps: Steps[Any], failover: Failover, result: list[Any]
+) -> AsyncIterator[Any]:
     reply: Any = None
     error: Exception | None = None
     while True:
@@ -338,8 +337,7 @@ async def arun_calls(
 
 
 def _counted(steps: Steps[T], scope: Scope) -> Steps[T]:
-    """``steps``, each call counted as a round trip in ``scope`` with what it sent and
-    what came back."""
+    """``steps``, each call counted as a round trip in ``scope`` with what came back."""
     reply: Any = None
     error: BaseException | None = None
     while True:
@@ -349,7 +347,7 @@ def _counted(steps: Steps[T], scope: Scope) -> Steps[T]:
             return stop.value  # type: ignore[no-any-return]
         counted = not isinstance(step, Emit | Pause)
         if counted:
-            scope.sent(getattr(step, "args", ()))
+            scope.sent()
         try:
             reply, error = (yield step), None
         except Exception as exc:  # noqa: BLE001 - thrown back into the steps, as it came
@@ -365,19 +363,6 @@ def _log_errors(commands: list[tuple[Any, ...]], replies: list[Any]) -> None:
             logger.warning("langgraph-durable: %s %s failed: %s", command[0], command[1], reply)
 
 
-class once:
-    """A call the driver must not send again on a lost connection (``failover.py``): the
-    plan step that yielded it decides what goes again."""
-
-    failover_retry = False
-
-    def __init__(self, call: Call) -> None:
-        self.call = call
-
-    def __call__(self) -> Any:
-        return self.call()
-
-
 def _single_connection(client: Any) -> bool:
     return bool(
         getattr(client, "single_connection_client", False)
@@ -390,8 +375,3 @@ def _too_few(acked: Any, wanted: int) -> bool:
     """Whether a WAIT reply counts fewer replicas than ``wanted`` (an error reply is
     raised by the plan as it is)."""
     return not isinstance(acked, Exception) and int(acked) < wanted
-
-
-def _first_key(commands: list[Any]) -> str:
-    first = commands[0]
-    return first.keys[0] if isinstance(first, Script) else first[1]  # type: ignore[no-any-return]

@@ -13,7 +13,8 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from langgraph_durable.io.telemetry import INSTRUMENTATION, version
+from langgraph_durable.io.instruments import INSTRUMENTATION
+from langgraph_durable.io.telemetry import version
 
 logger = logging.getLogger("langgraph_durable")
 

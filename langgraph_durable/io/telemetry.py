@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
+import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -33,40 +34,16 @@ from langgraph_durable.core.errors import (
     LeaseHeldError,
     LeaseLostError,
 )
+from langgraph_durable.io.instruments import INSTRUMENTATION, Instruments
 
+logger = logging.getLogger("langgraph_durable")
 ThreadIds = Literal["plain", "hashed", "omit"]
 THREAD_ID_CHOICES = ("plain", "hashed", "omit")
-# OTel's recommended boundaries for db.client.operation.duration (seconds)
-DURATION_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0)
-INSTRUMENTATION = "langgraph_durable"
 
-# event name -> (counter, its unit, its description); every Note and event is counted
-COUNTERS: dict[str, tuple[str, str, str]] = {
-    "lgd.fallback": (
-        "lgd.fallbacks",
-        "{fallback}",
-        "reads that fell back past a damaged newest checkpoint",
-    ),
-    "lgd.record.damaged": ("lgd.records.damaged", "{record}", "damaged records found"),
-    "lgd.quarantine": ("lgd.records.quarantined", "{record}", "records moved to quarantine"),
-    "lgd.replay": (
-        "lgd.ledger.replays",
-        "{call}",
-        "tool and model calls answered from the ledger instead of running again",
-    ),
-    "lgd.escalation.raised": (
-        "lgd.escalations.raised",
-        "{escalation}",
-        "calls whose outcome is unknown, put to a human",
-    ),
-    "lgd.escalation.resolved": (
-        "lgd.escalations.resolved",
-        "{escalation}",
-        "escalations answered",
-    ),
-    "lgd.lease.refused": ("lgd.lease.conflicts", "{conflict}", "leases refused or lost"),
-    "lgd.lease.lost": ("lgd.lease.conflicts", "{conflict}", "leases refused or lost"),
-}
+
+class OperationCancelled(Exception):
+    """Recorded as the error of an operation stopped with a round trip in flight (its
+    task cancelled, the process interrupted): not a success."""
 
 
 @dataclass
@@ -83,12 +60,19 @@ class Scope:
     records_read: int = 0
     bytes_written: int = 0
     attributes: dict[str, Any] = field(default_factory=dict)
+    ended: bool = False
 
-    def sent(self, args: Any) -> None:
-        """One round trip, sending ``args`` (the bytes among them are counted)."""
-        self.round_trips += 1
+    def sending(self, op: Any) -> None:
+        """An operation of the plan is sent: the bytes of records among it are counted
+        (once, however many times a lost connection sends it)."""
         if self.recording or self.instruments is not None:
-            self.bytes_written += _payload_bytes(args)
+            self.bytes_written += _payload_bytes(
+                getattr(op, "commands", None) or getattr(op, "args", ())
+            )
+
+    def sent(self) -> None:
+        """One round trip."""
+        self.round_trips += 1
 
     def received(self, reply: Any) -> None:
         if self.recording:
@@ -96,13 +80,45 @@ class Scope:
 
     def note(self, event: str, attributes: Mapping[str, Any]) -> None:
         """Something an operator must notice: a span event and a count."""
-        if self.recording:
-            self.span.add_event(event, dict(attributes))
-        if self.instruments is not None:
-            self.telemetry.count(event, attributes)
+        try:
+            if self.recording:
+                self.span.add_event(event, _bounded(attributes))
+            if self.instruments is not None:
+                self.telemetry.count(event, attributes)
+        except Exception as exc:  # noqa: BLE001 - telemetry never fails the saver
+            _failed(exc)
 
     def end(self, error: BaseException | None = None) -> None:
-        self.telemetry.finish(self, error)
+        """End the operation, once (a second call does nothing)."""
+        if self.ended:
+            return
+        self.ended = True
+        try:
+            self.telemetry.finish(self, error)
+        except Exception as exc:  # noqa: BLE001 - as above
+            _failed(exc)
+
+
+_warned: list[bool] = []
+
+
+def _failed(exc: Exception) -> None:
+    """Telemetry that raised (an exporter or processor of the application's): logged once
+    per process, never raised into the saver."""
+    if not _warned:
+        _warned.append(True)
+        logger.warning("langgraph-durable: OpenTelemetry recording failed: %r", exc)
+
+
+MAX_ATTRIBUTE_CHARS = 1000  # stored bytes name what they like: events carry at most this
+
+
+def _bounded(attributes: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        k: (v[:MAX_ATTRIBUTE_CHARS] if isinstance(v, str) else v)
+        for k, v in attributes.items()
+        if v is not None
+    }
 
 
 class Telemetry:
@@ -133,28 +149,6 @@ class Telemetry:
 NO_TELEMETRY = Telemetry()
 
 
-class _Instruments:
-    """The saver's instruments, made from one meter provider."""
-
-    def __init__(self, meter: Any) -> None:
-        self.duration = meter.create_histogram(
-            "db.client.operation.duration",
-            unit="s",
-            description="Duration of saver operations (each one or more Redis round trips)",
-            explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
-        )
-        self.checkpoints = meter.create_counter(
-            "lgd.checkpoints.written", unit="{checkpoint}", description="checkpoints written"
-        )
-        self.bytes = meter.create_counter(
-            "lgd.bytes.written", unit="By", description="bytes of records sent to Redis"
-        )
-        self.counters = {
-            event: meter.create_counter(name, unit=unit, description=text)
-            for event, (name, unit, text) in COUNTERS.items()
-        }
-
-
 class OtelTelemetry(Telemetry):
     """Spans, span events and metrics through ``opentelemetry-api``.
 
@@ -177,7 +171,7 @@ class OtelTelemetry(Telemetry):
         self._version = version()
         self._given = (tracer_provider, meter_provider)
         self._tracer_of: tuple[Any, Any] = (None, None)  # (provider, its tracer)
-        self._instruments_of: tuple[Any, _Instruments | None] = (None, None)
+        self._instruments_of: tuple[Any, Instruments | None] = (None, None)
         self._thread_ids = thread_ids
         self._server = {"db.system.name": "redis", **server}
 
@@ -193,14 +187,14 @@ class OtelTelemetry(Telemetry):
             self._tracer_of = (provider, provider.get_tracer(INSTRUMENTATION, self._version))
         return self._tracer_of[1]
 
-    def instruments(self) -> _Instruments | None:
+    def instruments(self) -> Instruments | None:
         """The instruments of the meter provider in use, or None while it is a no-op one."""
         provider = self._given[1] or self._metrics.get_meter_provider()
         if _no_op(provider):
             return None
         if self._instruments_of[0] is not provider:
             meter = provider.get_meter(INSTRUMENTATION, self._version)
-            self._instruments_of = (provider, _Instruments(meter))
+            self._instruments_of = (provider, Instruments(meter))
         return self._instruments_of[1]
 
     def begin(
@@ -209,6 +203,19 @@ class OtelTelemetry(Telemetry):
         thread_id: str | None = None,
         checkpoint_ns: str | None = None,
         checkpoint_id: str | None = None,
+    ) -> Scope | None:
+        try:
+            return self._begin(name, thread_id, checkpoint_ns, checkpoint_id)
+        except Exception as exc:  # noqa: BLE001 - telemetry never fails the saver
+            _failed(exc)
+            return None
+
+    def _begin(
+        self,
+        name: str,
+        thread_id: str | None,
+        checkpoint_ns: str | None,
+        checkpoint_id: str | None,
     ) -> Scope | None:
         tracer, instruments = self.tracer(), self.instruments()
         if tracer is None and instruments is None:
@@ -224,7 +231,7 @@ class OtelTelemetry(Telemetry):
                 where["langgraph.checkpoint_ns"] = checkpoint_ns
             if checkpoint_id is not None:
                 where["langgraph.checkpoint_id"] = checkpoint_id
-            span.set_attributes(where)
+            span.set_attributes(_bounded(where))
         return scope
 
     def finish(self, scope: Scope, error: BaseException | None) -> None:
@@ -251,34 +258,48 @@ class OtelTelemetry(Telemetry):
                 }
             )
             if error is not None:
-                scope.span.record_exception(error)
-                scope.span.set_status(self._status(self._error, type(error).__qualname__))
+                kind = type(error).__qualname__
+                scope.span.set_attribute("error.type", kind)
+                if self._thread_ids == "plain":
+                    scope.span.record_exception(error)
+                else:  # messages name threads: only the type, as the option asks
+                    scope.span.add_event("exception", {"exception.type": kind})
+                scope.span.set_status(self._status(self._error, kind))
         if scope.span is not None:
             scope.span.end()
 
     def _note_failure(self, scope: Scope, error: BaseException) -> None:
-        if isinstance(error, LeaseHeldError):
+        # a refused acquisition is counted once, by the lease when it gives up (lease.py)
+        if isinstance(error, LeaseHeldError) and scope.name != "acquire_lease":
             scope.note("lgd.lease.refused", {"lgd.lease.holder": str(error.holder or "")})
         elif isinstance(error, LeaseLostError):
             scope.note("lgd.lease.lost", {"lgd.lease.token": str(error.token)})
 
     def count(self, event: str, attributes: Mapping[str, Any]) -> None:
-        instruments = self.instruments()
-        counter = instruments.counters.get(event) if instruments is not None else None
-        if counter is not None:
-            amount = attributes.get("lgd.count", 1)
-            counter.add(amount if isinstance(amount, int) and amount > 0 else 1, _kind(event))
+        try:
+            instruments = self.instruments()
+            counter = instruments.counters.get(event) if instruments is not None else None
+            if counter is not None:
+                amount = attributes.get("lgd.count", 1)
+                amount = amount if isinstance(amount, int) and amount > 0 else 1
+                counter.add(amount, _kind(event, attributes))
+        except Exception as exc:  # noqa: BLE001 - telemetry never fails the saver
+            _failed(exc)
 
     def event(self, event: str, attributes: Mapping[str, Any], thread_id: str | None) -> None:
         scope = self.begin(event, thread_id)
         if scope is not None:
             scope.note(event, attributes)
-            if scope.span is not None:
-                scope.span.end()
+            try:
+                if scope.span is not None:
+                    scope.span.end()
+            except Exception as exc:  # noqa: BLE001 - as above
+                _failed(exc)
 
     def _thread(self, thread_id: str) -> str:
         if self._thread_ids == "hashed":
-            return "sha256:" + hashlib.sha256(thread_id.encode()).hexdigest()[:16]
+            raw = thread_id.encode("utf-8", "surrogatepass")  # whatever the plan says of it
+            return "sha256:" + hashlib.sha256(raw).hexdigest()[:16]
         return thread_id
 
 
@@ -300,10 +321,13 @@ _NO_OP_PROVIDERS = frozenset(
 )
 
 
-def _kind(event: str) -> dict[str, str]:
-    """The attribute telling apart events that share a counter (lease refused or lost)."""
+def _kind(event: str, attributes: Mapping[str, Any]) -> dict[str, str]:
+    """The attribute telling apart what one counter counts: a lease refused or lost, a
+    tool call or a model call replayed."""
     if event.startswith("lgd.lease."):
         return {"lgd.lease.outcome": event.rsplit(".", 1)[1]}
+    if event == "lgd.replay" and isinstance(kind := attributes.get("lgd.call.kind"), str):
+        return {"lgd.call.kind": kind}
     return {}
 
 

@@ -159,19 +159,24 @@ def test_async_spans_nest_under_the_callers_span_and_thread_ids_can_be_hashed(
     assert "secret" not in str([dict(s.attributes) for s in ours])
 
 
-def test_a_refused_lease_is_an_error_span_and_a_conflict(redis_url: str, key_prefix: str) -> None:
+@pytest.mark.parametrize("wait", [0.0, 0.3])
+def test_a_refused_lease_is_one_error_span_and_one_conflict_however_long_it_waited(
+    redis_url: str, key_prefix: str, wait: float
+) -> None:
     rec = Recorded()
     with (
         RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as holder,
         RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix, **rec.options()) as other,
         holder.lease("t", ttl=30),
-        pytest.raises(LeaseHeldError),
-        other.lease("t", ttl=30),
     ):
-        pass
-    (refused,) = [s for s in rec.exporter.get_finished_spans() if s.name == "acquire_lease"]
+        with pytest.raises(LeaseHeldError), other.lease("t", ttl=30, wait=wait):
+            pass
+    finished = rec.exporter.get_finished_spans()
+    (refused,) = [s for s in finished if s.name == "acquire_lease"]  # the polls: no span
     assert refused.status.status_code.name == "ERROR"
-    assert next(e.name for e in refused.events) == "lgd.lease.refused"
+    assert refused.attributes["error.type"] == "LeaseHeldError"
+    (gave_up,) = [s for s in finished if s.name == "lgd.lease.refused"]
+    assert [e.name for e in gave_up.events] == ["lgd.lease.refused"]
     (conflict,) = rec.metric("lgd.lease.conflicts")
     assert conflict.value == 1 and conflict.attributes["lgd.lease.outcome"] == "refused"
 

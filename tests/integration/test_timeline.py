@@ -227,3 +227,27 @@ def test_a_forged_ledger_entry_is_damage_and_nothing_it_says_is_markup(
     )
     page = render(gather(saver, "t"))
     assert "<img" not in page and "&lt;img src=x" in page
+
+
+def test_a_thread_whose_index_is_damaged_says_so_and_a_big_quarantine_is_counted(
+    saver: RedisSaver, redis_client: redis.Redis
+) -> None:
+    import msgpack
+
+    from langgraph_durable.cli.timeline import gather, render
+    from langgraph_durable.core.overview import MAX_QUARANTINE_SHOWN
+    from tests.helpers import graphs
+
+    graphs.react_graph(rounds=2).compile(checkpointer=saver).invoke(
+        graphs.react_input(), {"configurable": {"thread_id": "t"}}
+    )
+    tk = saver.keys.thread("t")
+    redis_client.delete(tk.cps)
+    redis_client.set(tk.cps, "not an index")
+    entries = {f"cp\x00x{i}": msgpack.packb(["checksum mismatch", b"x"]) for i in range(600)}
+    redis_client.hset(tk.qt, mapping=entries)
+    found = gather(saver, "t")
+    assert any("checkpoint index key holds another type" in p for p in found.problems)
+    assert found.quarantined == 600 and len(found.quarantine) == MAX_QUARANTINE_SHOWN
+    page = render(found)
+    assert f"{MAX_QUARANTINE_SHOWN} of 600 shown" in page and "600 quarantined" in page

@@ -13,8 +13,9 @@ import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from langgraph_durable.core.ops import Emit
-from langgraph_durable.io.driver import Pause, Steps, arun_calls, once, run_calls
+from langgraph_durable.io.driver import Pause, Steps, arun_calls, run_calls
 from langgraph_durable.io.failover import Failover
+from langgraph_durable.io.pipelines import once
 
 
 def flaky(replies: list[Any]) -> Callable[[], Any]:

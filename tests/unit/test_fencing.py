@@ -19,6 +19,7 @@ from langgraph_durable.core.errors import ConfigurationError, LeaseHeldError
 from langgraph_durable.core.fencing import Lease
 from langgraph_durable.core.ops import Plan, Script
 from langgraph_durable.core.saver_core import SaverCore
+from langgraph_durable.io.telemetry import NO_TELEMETRY
 from tests.unit.scripted import PREFIX, THREAD, config, drive, make_core
 
 
@@ -122,6 +123,7 @@ class ScriptedSaver:
     def __init__(self, **replies: list[Any]) -> None:
         self.core: SaverCore = make_core()
         self.key_prefix = PREFIX
+        self.telemetry = NO_TELEMETRY
         self.replies = replies
         self.calls: list[tuple[str, str]] = []  # (op, token)
         self.lock = threading.Lock()

@@ -19,6 +19,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from langgraph_durable.core.errors import ConfigurationError, LeaseHeldError
+from langgraph_durable.core.ops import Script
 from langgraph_durable.io.telemetry import (
     NO_TELEMETRY,
     OtelTelemetry,
@@ -55,7 +56,8 @@ class Recorded:
 def test_one_operation_is_one_client_span_with_the_database_conventions() -> None:
     rec = Recorded()
     scope = rec.telemetry.begin("put", "thread-1", "", "cp-1")
-    scope.sent(("EVALSHA", "abc", 2, b"x" * 100, [b"y" * 20, "text"]))
+    scope.sending(Script("put_checkpoint", ["k"], [b"x" * 100, [b"y" * 20, "text"]]))
+    scope.sent()
     scope.received([b"OK", None, [b"record", b""]])
     scope.note("lgd.fallback", {"lgd.skipped": 1})
     scope.end()
@@ -88,10 +90,14 @@ def test_one_operation_is_one_client_span_with_the_database_conventions() -> Non
 
 def test_a_failed_operation_is_an_error_span_and_a_refused_lease_a_conflict() -> None:
     rec = Recorded()
-    scope = rec.telemetry.begin("acquire_lease", "thread-1")
+    # a write refused because another worker holds the thread (an acquisition that
+    # gives up is counted by the lease itself, once, however long it waited)
+    scope = rec.telemetry.begin("put", "thread-1")
     scope.end(LeaseHeldError(thread_id="thread-1", holder="host:1:ab", expires_in=3.0))
+    scope.end(RuntimeError("a second end"))  # ignored: an operation ends once
     (span,) = rec.spans.get_finished_spans()
     assert span.status.status_code is StatusCode.ERROR
+    assert span.attributes["error.type"] == "LeaseHeldError"
     assert [e.name for e in span.events] == ["lgd.lease.refused", "exception"]
     metrics = rec.metrics()
     (conflict,) = metrics["lgd.lease.conflicts"]
@@ -99,6 +105,34 @@ def test_a_failed_operation_is_an_error_span_and_a_refused_lease_a_conflict() ->
     (duration,) = metrics["db.client.operation.duration"]
     assert duration.attributes["error.type"] == "LeaseHeldError"
     assert "lgd.checkpoints.written" not in metrics
+
+
+def test_with_thread_ids_left_out_no_message_names_the_thread() -> None:
+    rec = Recorded("omit")
+    scope = rec.telemetry.begin("put", "user-4711-secret")
+    scope.end(LeaseHeldError(thread_id="user-4711-secret", holder="h", expires_in=1.0))
+    (span,) = rec.spans.get_finished_spans()
+    assert "user-4711-secret" not in repr([dict(e.attributes) for e in span.events])
+    assert "user-4711-secret" not in repr(dict(span.attributes))
+
+
+def test_telemetry_that_raises_never_reaches_the_saver() -> None:
+    class Broken(SimpleSpanProcessor):
+        def on_end(self, span: Any) -> None:
+            raise RuntimeError("an exporter of the application's")
+
+        def on_start(self, span: Any, parent_context: Any = None) -> None:
+            raise RuntimeError("an exporter of the application's")
+
+    provider = TracerProvider()
+    provider.add_span_processor(Broken(InMemorySpanExporter()))
+    telemetry = create_telemetry(provider, None, trace_thread_ids="hashed")
+    scope = telemetry.begin("put", "bad\ud800id")  # a thread id no codec takes, too
+    if scope is not None:
+        scope.note("lgd.fallback", {"lgd.skipped": "x" * 5000})
+        scope.end()
+    telemetry.event("lgd.replay", {}, "t")
+    telemetry.count("lgd.replay", {})
 
 
 @pytest.mark.parametrize(
@@ -152,7 +186,7 @@ def test_without_an_sdk_the_global_providers_record_nothing() -> None:
 def test_the_metrics_table_of_the_docs_names_every_instrument_and_only_those() -> None:
     from pathlib import Path
 
-    from langgraph_durable.io.telemetry import COUNTERS
+    from langgraph_durable.io.instruments import COUNTERS
 
     page = Path(__file__).resolve().parents[2] / "docs" / "operations" / "observability.md"
     if not page.exists():
