@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -47,11 +48,20 @@ def traced(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str
         text=True,
         timeout=180,
     )
+    recorded = json.loads(done.stdout) if done.returncode == 0 else {}
+    page = effects.parent / "thread t.html"
+    drawn = subprocess.run(  # the timeline of that very thread, before it goes
+        [sys.executable, "-m", "langgraph_durable.cli", "timeline", "t", "--html", str(page),
+         "--redis-url", redis_url, "--key-prefix", prefix],
+        cwd=ROOT, check=False, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
     client = redis.Redis.from_url(redis_url)
     delete_prefix(client, prefix)
     client.close()
     assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
+    assert drawn.returncode == 0, drawn.stderr
+    recorded["page"] = page
+    return recorded
 
 
 def spans(recorded: dict[str, Any], name: str, parent: str | None = None) -> list[dict[str, Any]]:
@@ -104,6 +114,23 @@ def test_the_replay_and_the_fallback_show_in_spans_and_in_metrics(
     }
     assert durations["put"] == len(spans(traced, "put")) and durations["get_tuple"] >= 3
     assert metrics["lgd.checkpoints.written"][0]["value"] == durations["put"]
+
+
+def test_the_timeline_of_the_traced_thread_renders_in_chromium(
+    traced: dict[str, Any], tmp_path: Path
+) -> None:
+    from tests.integration.test_timeline import CHROMIUM, Dom, rendered
+
+    if CHROMIUM is None:
+        if os.environ.get("LGD_REQUIRE_CHROMIUM"):
+            pytest.fail("chromium is not installed, and .ci/run requires it")
+        pytest.skip("Debian's chromium is not installed (.ci/run installs it)")
+    dom = Dom()
+    dom.feed(rendered(traced["page"], tmp_path))
+    text = " ".join(" ".join(dom.text).split())
+    assert "1 quarantined" in text  # the damaged newest checkpoint the fresh read moved
+    assert traced["damaged"] in text
+    assert dom.classes.count("call") >= 3 and "charge" in text and "send_email" in text
 
 
 class Recorded:
@@ -168,9 +195,10 @@ def test_a_refused_lease_is_one_error_span_and_one_conflict_however_long_it_wait
         RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as holder,
         RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix, **rec.options()) as other,
         holder.lease("t", ttl=30),
+        pytest.raises(LeaseHeldError),
+        other.lease("t", ttl=30, wait=wait),
     ):
-        with pytest.raises(LeaseHeldError), other.lease("t", ttl=30, wait=wait):
-            pass
+        pass
     finished = rec.exporter.get_finished_spans()
     (refused,) = [s for s in finished if s.name == "acquire_lease"]  # the polls: no span
     assert refused.status.status_code.name == "ERROR"
