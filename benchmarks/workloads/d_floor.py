@@ -142,8 +142,8 @@ def render_floor(fl: dict[str, Any]) -> list[str]:
         f"round trip (2 HSET + ZADD); alternating with RedisSaver.put, median of {fl['rounds']}.",
         "",
         md_table(
-            ["RedisSaver.put µs", "floor µs", "put ÷ floor", "target ≤1.15×"],
-            [[fu(fl["put_us"]), fu(fl["floor_us"]), fx(fl["ratio"]), mark(fl["ratio"], 1.15)]],
+            ["RedisSaver.put µs", "floor µs", "put ÷ floor", "(target retired)"],
+            [[fu(fl["put_us"]), fu(fl["floor_us"]), fx(fl["ratio"]), "see the targets"]],
         ),
     )
     if "get_tuple_ratio" in fl:
