@@ -169,3 +169,31 @@ def test_a_reader_that_does_not_know_dict_manifests_refuses_them(saver: RedisSav
         assert "lgdm1" in exc.reason or "type" in exc.reason
     else:
         raise AssertionError("an lgdm1 manifest was read as a value")
+
+
+class Context(TypedDict):
+    n: int
+    context: dict[str, Any]  # replaced whole at every step
+
+
+def test_a_large_value_unchanged_inside_a_dict_that_changes_is_stored_once(
+    saver: RedisSaver, redis_client: redis.Redis
+) -> None:
+    """A channel rewritten at every step (no reducer) whose dict keeps a 50 KB document
+    beside a counter: the document is one element for the whole thread."""
+    document = prose(50_000, 7)
+    builder = StateGraph(Context)
+    builder.add_node(
+        "step", lambda s: {"n": s["n"] + 1, "context": {"doc": document, "step": s["n"]}}
+    )
+    builder.add_edge(START, "step")
+    builder.add_conditional_edges("step", lambda s: "step" if s["n"] < 30 else END)
+    config = {"configurable": {"thread_id": "big"}, "recursion_limit": 50}
+    out = builder.compile(checkpointer=saver).invoke({"n": 0, "context": {}}, config)
+    assert out["context"] == {"doc": document, "step": 29}
+    tk = saver.keys.thread("big")
+    (element,) = [e for e in redis_client.hvals(tk.el) if len(e) > 1000]  # the document, once
+    values = [v for f, v in redis_client.hgetall(tk.bl).items() if b"context" in f]
+    assert len(values) >= 30 and max(map(len, values)) < 200  # each names it: no copy
+    assert len(element) < len(document)  # compressed
+    assert saver.get_tuple(latest("big")).checkpoint["channel_values"]["context"]["doc"] == document
