@@ -137,8 +137,10 @@ class _Rekey:
             return body
         try:
             items = msgpack.unpackb(bytes(body), raw=False)
-            # bl: [mark, manifest]; wr: [channel, mark, manifest]
-            at = next(i for i, item in enumerate(items) if item in elements.MARKS) + 1
+            # bl: [mark, manifest]; wr: [channel, mark, manifest] (a channel may be named
+            # like a mark: never taken for one)
+            first = 1 if kind == "wr" else 0
+            at = next(i for i in range(first, len(items)) if items[i] in elements.MARKS) + 1
             digests = elements.digests_in(items[at - 1], items[at])
         except (ValueError, TypeError, StopIteration, msgpack.UnpackException, RecordDamagedError):
             return body  # not a manifest after all: re-sealed as it is

@@ -197,3 +197,28 @@ def test_a_large_value_unchanged_inside_a_dict_that_changes_is_stored_once(
     assert len(values) >= 30 and max(map(len, values)) < 200  # each names it: no copy
     assert len(element) < len(document)  # compressed
     assert saver.get_tuple(latest("big")).checkpoint["channel_values"]["context"]["doc"] == document
+
+
+def test_a_channel_named_like_a_manifest_type_is_re_keyed_too(
+    redis_url: str, key_prefix: str
+) -> None:
+    """A pending write's record is [channel, type, data]: a channel named ``lgdm1`` is
+    not taken for the type when a key rotation re-keys the write's digests."""
+    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix, signing_key=KEY_A) as old:
+        first = old.put(
+            latest("named"),
+            {"v": 4, "id": "1ef00001-0000-6000-8000-000000000000", "ts": "2026-11-26T00:00:00+00:00",
+             "channel_values": {}, "channel_versions": {}, "versions_seen": {}},
+            {"step": 0},
+            {},
+        )  # fmt: skip
+        docs = {"a.md": prose(3000, 1), "b.md": prose(3000, 2)}
+        old.put_writes(first, [(elements.MAP_MARK, docs)], task_id="task-1")
+    with RedisSaver.from_conn_string(
+        redis_url, key_prefix=key_prefix, signing_key=[KEY_B, KEY_A]
+    ) as both:
+        both.resign("named")
+    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix, signing_key=KEY_B) as new:
+        assert new.verify("named").ok
+        (write,) = new.get_tuple(first).pending_writes
+        assert write[1:] == (elements.MAP_MARK, docs)
