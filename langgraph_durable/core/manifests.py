@@ -12,6 +12,7 @@ so one call deserializes it, through the allowlist.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from itertools import pairwise
 from typing import Any
 
 import msgpack
@@ -47,47 +48,42 @@ def msgpack_elements(whole: tuple[str, bytes], count: int) -> list[bytes] | None
     """The bytes of each element of a list LangGraph serialized as one msgpack array
     (msgpack is context-free: an element's bytes are what serializing it alone gives),
     or None for another serialization."""
-    type_, data = whole
-    if type_ != MSGPACK:
-        return None
-    try:
-        unpacker = msgpack.Unpacker(max_buffer_size=len(data) + 1)
-        unpacker.feed(data)
-        if unpacker.read_array_header() != count:
-            return None
-        parts, start = [], unpacker.tell()
-        for _ in range(count):
-            unpacker.skip()
-            end = unpacker.tell()
-            parts.append(data[start:end])
-            start = end
-    except (ValueError, msgpack.UnpackException):
-        return None
-    return parts if start == len(data) else None
+    parts = _msgpack_parts(whole, count, per_entry=1, mapping=False)
+    return None if parts is None else [entry[0] for entry in parts]
 
 
 def msgpack_map_items(whole: tuple[str, bytes], count: int) -> list[tuple[bytes, bytes]] | None:
     """The (key, value) bytes of each entry of a dict LangGraph serialized as one msgpack
     map, or None for another serialization."""
+    parts = _msgpack_parts(whole, count, per_entry=2, mapping=True)
+    return None if parts is None else [(key, value) for key, value in parts]
+
+
+def _msgpack_parts(
+    whole: tuple[str, bytes], count: int, *, per_entry: int, mapping: bool
+) -> list[tuple[bytes, ...]] | None:
+    """The bytes of each of the ``count`` entries (``per_entry`` objects each) of a msgpack
+    array or map that is the whole of ``whole``, or None."""
     type_, data = whole
     if type_ != MSGPACK:
         return None
     try:
         unpacker = msgpack.Unpacker(max_buffer_size=len(data) + 1)
         unpacker.feed(data)
-        if unpacker.read_map_header() != count:
+        header = unpacker.read_map_header() if mapping else unpacker.read_array_header()
+        if header != count:
             return None
-        items, start = [], unpacker.tell()
+        entries, start = [], unpacker.tell()
         for _ in range(count):
-            unpacker.skip()
-            middle = unpacker.tell()
-            unpacker.skip()
-            end = unpacker.tell()
-            items.append((data[start:middle], data[middle:end]))
-            start = end
+            bounds = [start]
+            for _ in range(per_entry):
+                unpacker.skip()
+                bounds.append(unpacker.tell())
+            entries.append(tuple(data[a:b] for a, b in pairwise(bounds)))
+            start = bounds[-1]
     except (ValueError, msgpack.UnpackException):
         return None
-    return items if start == len(data) else None
+    return entries if start == len(data) else None
 
 
 def joined_map(
