@@ -222,8 +222,8 @@ def split(
                 if packed_data is data
                 else b"".join((packed_type.encode(), b"\x00", packed_data))
             )
-            known = digest_of(packed, keys[0] if keys else b""), packed
-            cache.add(known[0], type_, data, plain, packed)
+            digest = digest_of(packed, keys[0] if keys else b"")
+            known = cache.add(digest, type_, data, plain, packed)  # type: ignore[assignment]
         cache.note_stored(*known)
         digests.append(known[0])
         stored[known[0]] = known[1]
@@ -286,18 +286,25 @@ class ElementCache:
 
     def add(
         self, digest: bytes, type_: str, data: bytes, plain: bytes | None, packed: bytes | None
-    ) -> None:
+    ) -> tuple[bytes, bytes | None]:
+        """Keep the element; returns the (digest, stored form) its content is known by:
+        one another thread registered first wins, so two writes of one content at once
+        (a task's ``put_writes`` and the checkpoint's ``put``) store one ciphertext, not
+        two."""
         size = len(data) + len(plain or b"")
         size += len(packed) if packed is not None and packed is not plain else 0
         if size > self.max_bytes:
-            return
+            return digest, packed
         with self._lock:
+            if plain is not None and (first := self._by_content.get(plain)) is not None:
+                return first
             if self._size + size > self.max_bytes:
                 self.empty()
             self._by_digest[digest] = (type_, data)
             if plain is not None and packed is not None:
                 self._by_content[plain] = (digest, packed)
             self._size += size
+        return digest, packed
 
 
 def unpack(digest: bytes, stored: bytes | None, keys: Sequence[bytes] = ()) -> tuple[str, bytes]:

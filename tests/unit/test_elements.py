@@ -146,3 +146,15 @@ def test_the_cache_stays_within_its_bound() -> None:
     assert cache.get(bytes([19]) * 16) is not None
     cache.add(b"z" * 16, "msgpack", b"x" * 2000, None, None)  # larger than the bound
     assert cache.get(b"z" * 16) is None
+
+
+def test_one_content_registered_twice_at_once_keeps_the_first_stored_form() -> None:
+    """Two writes of one content at once (a task's put_writes and the checkpoint's put,
+    on two threads) each made a stored form (under encryption: two ciphertexts); the
+    cache hands the second the first's, so the content is stored once."""
+    cache = ElementCache()
+    plain = b"msgpack\x00" + b"x" * 100
+    first = cache.add(b"d1" * 8, "msgpack", b"x" * 100, plain, b"ciphertext one")
+    second = cache.add(b"d2" * 8, "msgpack", b"x" * 100, plain, b"ciphertext two")
+    assert first == second == (b"d1" * 8, b"ciphertext one")
+    assert cache.by_content(plain) == first
