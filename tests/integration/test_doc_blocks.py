@@ -15,11 +15,9 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +26,7 @@ import pytest
 import redis
 
 from langgraph_durable import RedisSaver
+from tests.helpers.postgres import own_database
 from tests.helpers.servers import start_server
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,7 +35,6 @@ BLOCK = re.compile(r"^```python\n(.*?)^```$", re.DOTALL | re.MULTILINE)
 NEEDS = re.compile(r"<!-- needs: ([^>]+?) -->\n$")
 EXPECTED = re.compile(r"^\s*print\(.*\)\s+# (.+)$", re.MULTILINE)
 MAX_NOT_RUN = 4  # the issue: blocks that need infrastructure stay few
-PG_HOST, PG_PORT = "127.0.0.1", 5432
 
 
 @dataclass(frozen=True)
@@ -89,20 +87,10 @@ def private_redis_url() -> Iterator[str]:
 @pytest.fixture
 def postgres_with_a_thread() -> Iterator[str]:
     """A database of its own on the machine's PostgreSQL, holding one LangGraph thread."""
-    psycopg = pytest.importorskip("psycopg")
-    try:
-        socket.create_connection((PG_HOST, PG_PORT), timeout=2).close()
-    except OSError:
-        pytest.skip(f"no PostgreSQL server answers on {PG_HOST}:{PG_PORT}")
     from langgraph.checkpoint.postgres import PostgresSaver
     from langgraph.graph import START, MessagesState, StateGraph
 
-    admin = f"postgresql://postgres@{PG_HOST}:{PG_PORT}/postgres"
-    name = f"lgd_docs_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    url = f"postgresql://postgres@{PG_HOST}:{PG_PORT}/{name}"
-    try:
+    with own_database("lgd_docs") as url:
         with PostgresSaver.from_conn_string(url) as saver:
             saver.setup()
             builder = StateGraph(MessagesState)
@@ -111,9 +99,6 @@ def postgres_with_a_thread() -> Iterator[str]:
             graph = builder.compile(checkpointer=saver)
             graph.invoke({"messages": [("user", "hello")]}, {"configurable": {"thread_id": "pg-1"}})
         yield url
-    finally:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
 
 
 @pytest.mark.parametrize("block", [b for b in BLOCKS if not b.needs], ids=lambda b: b.name)

@@ -8,12 +8,10 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -37,11 +35,11 @@ from tests.helpers.migration import (
     populate,
     resume_all,
 )
+from tests.helpers.postgres import own_database
 from tests.helpers.redis_keys import flip_last_bit
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-m", "langgraph_durable.cli"]
-PG_HOST, PG_PORT = "127.0.0.1", 5432
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -83,20 +81,8 @@ def target(saver: RedisSaver) -> RedisSaver:
 @pytest.fixture(scope="module")
 def postgres_url() -> Iterator[str]:
     """A database of its own on the PostgreSQL server of the machine, dropped after."""
-    psycopg = pytest.importorskip("psycopg")
-    try:
-        socket.create_connection((PG_HOST, PG_PORT), timeout=2).close()
-    except OSError:
-        pytest.skip(f"no PostgreSQL server answers on {PG_HOST}:{PG_PORT}")
-    admin = f"postgresql://postgres@{PG_HOST}:{PG_PORT}/postgres"
-    name = f"lgd_migrate_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield f"postgresql://postgres@{PG_HOST}:{PG_PORT}/{name}"
-    finally:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+    with own_database("lgd_migrate") as url:
+        yield url
 
 
 def assert_same_threads(source: Any, target: RedisSaver) -> None:

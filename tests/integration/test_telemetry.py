@@ -50,11 +50,9 @@ def traced(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str
     )
     recorded = json.loads(done.stdout) if done.returncode == 0 else {}
     page = effects.parent / "thread t.html"
-    drawn = subprocess.run(  # the timeline of that very thread, before it goes
-        [sys.executable, "-m", "langgraph_durable.cli", "timeline", "t", "--html", str(page),
-         "--redis-url", redis_url, "--key-prefix", prefix],
-        cwd=ROOT, check=False, capture_output=True, text=True, timeout=180,
-    )  # fmt: skip
+    from tests.integration.test_timeline import timeline
+
+    drawn = timeline("t", page, redis_url, prefix)  # that very thread, before it goes
     client = redis.Redis.from_url(redis_url)
     delete_prefix(client, prefix)
     client.close()

@@ -57,6 +57,17 @@ class Dom(HTMLParser):
         self.text.append(data)
 
 
+def timeline(
+    thread: str, page: Path | str, redis_url: str, key_prefix: str
+) -> subprocess.CompletedProcess[str]:
+    """``langgraph-durable timeline THREAD --html PAGE``, as a user runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "langgraph_durable.cli", "timeline", thread, "--html", str(page),
+         "--redis-url", redis_url, "--key-prefix", key_prefix],
+        cwd=ROOT, check=False, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+
+
 def rendered(page: Path, tmp_path: Path) -> str:
     """The DOM headless Chromium builds from ``page``, every host name unresolvable."""
     done = subprocess.run(
@@ -111,25 +122,7 @@ def test_the_timeline_of_a_thread_that_lived_renders_what_happened(
     checkpoints.discard(damaged)
 
     page = tmp_path / "thread t.html"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "langgraph_durable.cli",
-            "timeline",
-            "t",
-            "--html",
-            str(page),
-            "--key-prefix",
-            key_prefix,
-        ],
-        env={**os.environ, "REDIS_URL": redis_url},
-        cwd=ROOT,
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+    done = timeline("t", str(page), redis_url, key_prefix)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith(f"wrote {page}")
     source = page.read_text()
@@ -172,25 +165,7 @@ def test_stored_text_is_escaped_and_cut(saver: RedisSaver, tmp_path: Path) -> No
 
 
 def test_an_unknown_thread_is_one_line(redis_url: str, key_prefix: str, tmp_path: Path) -> None:
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "langgraph_durable.cli",
-            "timeline",
-            "nobody",
-            "--html",
-            str(tmp_path / "x.html"),
-            "--key-prefix",
-            key_prefix,
-        ],
-        env={**os.environ, "REDIS_URL": redis_url},
-        cwd=ROOT,
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = timeline("nobody", str(tmp_path / "x.html"), redis_url, key_prefix)
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert "no such thread 'nobody'" in done.stderr
     assert not (tmp_path / "x.html").exists()
