@@ -26,7 +26,7 @@ import importlib.metadata
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from langgraph_durable.core.errors import (
@@ -59,7 +59,6 @@ class Scope:
     round_trips: int = 0
     records_read: int = 0
     bytes_written: int = 0
-    attributes: dict[str, Any] = field(default_factory=dict)
     ended: bool = False
 
     def sending(self, op: Any) -> None:
@@ -254,7 +253,6 @@ class OtelTelemetry(Telemetry):
                     "lgd.round_trips": scope.round_trips,
                     "lgd.records_read": scope.records_read,
                     "lgd.bytes_written": scope.bytes_written,
-                    **scope.attributes,
                 }
             )
             if error is not None:
