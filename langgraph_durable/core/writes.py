@@ -23,6 +23,7 @@ Owns the write conversation. Rules it keeps:
 from __future__ import annotations
 
 import logging
+import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -59,6 +60,9 @@ from langgraph_durable.core.records import (
     checkpoint_config,
     thread_id_of,
 )
+
+# Elements named without sending that a put checks by length (see _unsent).
+CHECKED_PER_PUT = 8
 
 logger = logging.getLogger("langgraph_durable")
 
@@ -126,7 +130,11 @@ def put(
         if new_elements:
             known = parent.digests
     elements = sorted((d, e) for d, e in new_elements.items() if d not in known)
-    unsent = _unsent(manifests, elements, ctx.element_cache, ctx.verify_elements_on_write)
+    step = meta.get("step")
+    turn = step if isinstance(step, int) else zlib.crc32(checkpoint["id"].encode())
+    unsent = _unsent(
+        manifests, elements, ctx.element_cache, ctx.verify_elements_on_write, turn
+    )
     remade: list[tuple[str, bytes]] = []  # kept values' manifests made again (below)
     parent_versions = parent.versions if parent is not None else None
     head = sealed_head(ctx.envelope, thread_id, ns, checkpoint["id"])  # heads.py
@@ -199,7 +207,9 @@ def put(
                         remade.append((field_, remade_record))
                         manifests[channel] = split.digests
             elements = sorted(new_elements.items())
-            unsent = _unsent(manifests, elements, ctx.element_cache, ctx.verify_elements_on_write)
+            unsent = _unsent(
+                manifests, elements, ctx.element_cache, ctx.verify_elements_on_write, turn
+            )
             continue
         if (
             attempt == 1
@@ -355,20 +365,34 @@ def _unsent(
     sent: list[tuple[bytes, bytes]],
     cache: ElementCache,
     by_bytes: bool,
+    turn: int,
 ) -> bytes:
     """The elements ``manifests`` name and a put does not send, for put_checkpoint.lua
-    to check each is there intact (ARGV 9 there), from what this process knows of their
-    stored bytes (``ElementCache.known_as_stored``): those it knows first, then the
-    others (that they are there)."""
+    to check they are there intact (ARGV 9 there), from what this process knows of their
+    stored bytes (``ElementCache.known_as_stored``).
+
+    By bytes (``verify_elements_on_write``): every one, by its SHA-1. By length (the
+    default): a window of ``CHECKED_PER_PUT`` of them, moved along by ``turn`` (the
+    checkpoint's step), so consecutive puts check them all in turn at a cost that does
+    not grow with the thread; the rest follow, for the script to check too once the
+    thread's quarantine holds anything (a reader moved a damaged record aside: then every
+    put checks them all until the quarantine is emptied)."""
     sending = {d for d, _ in sent}
     named = sorted({d for ds in manifests.values() for d in ds} - sending)
     if not named:
         return b""
     known_as_stored = cache.known_as_stored
-    found = [known_as_stored(d) for d in named]
-    known = [k for k in found if k is not None]
-    unknown = [d for d, k in zip(named, found) if k is None]
     if by_bytes:
+        found = [known_as_stored(d) for d in named]
+        known = [k for k in found if k is not None]
+        unknown = [d for d, k in zip(named, found) if k is None]
         return b"".join([b"s%d:" % len(known), *(k[1] for k in known), *unknown])
+    start = (turn * CHECKED_PER_PUT) % len(named)
+    rotated = named[start:] + named[:start]
+    window, rest = rotated[:CHECKED_PER_PUT], rotated[CHECKED_PER_PUT:]
+    found = [known_as_stored(d) for d in window]
+    known = [k for k in found if k is not None]
+    unknown = [d for d, k in zip(window, found) if k is None]
     total = sum(k[0] for k in known)
-    return b"".join([b"l%d:%d:" % (total, len(known)), *(k[1][:16] for k in known), *unknown])
+    head = b"l%d:%d:%d:" % (total, len(known), len(window))
+    return b"".join([head, *(k[1][:16] for k in known), *unknown, *rest])

@@ -233,3 +233,93 @@ def test_repair_by_a_reader_without_the_key_leaves_a_signed_threads_elements(
     with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix, signing_key=KEY) as w:
         assert w.get_tuple(newest("s")).checkpoint["id"] == written["id"]
         assert w.verify("s").ok
+
+
+class LongDocs(TypedDict):
+    docs: list[str]
+    n: int
+    stop: int
+
+
+LONG_DOCS = [f"long document {i} " * 30 for i in range(40)]
+
+
+def _loop_graph(saver: Any, between: Any) -> Any:
+    """One node, run until ``n`` reaches ``stop``: one put per step, the list kept."""
+    builder = StateGraph(LongDocs)
+    builder.add_node("step", lambda s: between(s["n"]) or {"n": s["n"] + 1})
+    builder.add_edge(START, "step")
+    builder.add_conditional_edges("step", lambda s: END if s["n"] >= s["stop"] else "step")
+    return builder.compile(checkpointer=saver)
+
+
+def _docs_elements(client: redis.Redis, saver: RedisSaver, thread_id: str) -> list[bytes]:
+    """The digests of the elements the newest checkpoint's ``docs`` list names."""
+    tk = saver.keys.thread(thread_id)
+    version = saver.get_tuple(newest(thread_id)).checkpoint["channel_versions"]["docs"]
+    manifest = client.hget(tk.bl, saver.keys.blob_field("", "docs", version)) or b""
+    digests = sorted(d for d in client.hkeys(tk.el) if d in manifest)
+    assert len(digests) == len(LONG_DOCS)
+    return digests
+
+
+def test_a_long_lists_damage_is_found_by_the_puts_that_follow_within_their_turn(
+    redis_url: str,
+    key_prefix: str,
+    redis_client: redis.Redis,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A put checks a window of CHECKED_PER_PUT of the elements it names without sending
+    (the cost stays flat as the thread grows), moved along step by step: an element of a
+    40-element list truncated in place, no reader in between, is found and written
+    again within ceil(40 / 8) = 5 puts, wherever it sits in the list."""
+    from langgraph_durable.core.writes import CHECKED_PER_PUT
+
+    turns = -(-len(LONG_DOCS) // CHECKED_PER_PUT)
+    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as worker:
+        tk = worker.keys.thread("t")
+        _loop_graph(worker, lambda n: None).invoke({"docs": LONG_DOCS, "n": 0, "stop": 1}, config("t"))
+        digests = _docs_elements(redis_client, worker, "t")
+        for round_, digest in enumerate((digests[0], digests[17], digests[-1])):
+            good = redis_client.hget(tk.el, digest)
+            start = 100 * (round_ + 1)
+
+            def damage(n: int, digest: bytes = digest, good: bytes = good, at: int = start) -> None:
+                if n == at:
+                    redis_client.hset(tk.el, digest, good[:-1])
+
+            caplog.clear()
+            with caplog.at_level("WARNING", logger="langgraph_durable"):
+                out = _loop_graph(worker, damage).invoke(
+                    {"n": start, "stop": start + turns + 1}, config("t")
+                )
+            assert out["docs"] == LONG_DOCS
+            assert "damaged in Redis" in caplog.text, f"element {digests.index(digest)} never checked"
+            assert redis_client.hget(tk.el, digest) == good, "the puts left the damage"
+    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as fresh:
+        assert fresh.get_tuple(newest("t")).checkpoint["channel_values"]["docs"] == LONG_DOCS
+        assert fresh.recovery_report("t") is None
+
+
+def test_once_a_reader_quarantined_an_element_the_next_put_checks_them_all(
+    redis_url: str, key_prefix: str, redis_client: redis.Redis
+) -> None:
+    """A reader that moves a damaged element aside leaves the thread's quarantine
+    non-empty: from then on a put checks every element it names, so the worker's very
+    next put writes the lost one again, whatever its window."""
+    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as worker:
+        tk = worker.keys.thread("t")
+        graph = _loop_graph(worker, lambda n: None)
+        graph.invoke({"docs": LONG_DOCS, "n": 0, "stop": 1}, config("t"))
+        for digest in _docs_elements(redis_client, worker, "t")[::13]:
+            redis_client.hset(tk.el, digest, flipped(redis_client.hget(tk.el, digest)))
+            with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as reader:
+                assert reader.get_tuple(newest("t")) is not None
+                assert reader.recovery_report("t").fell_back
+            assert not redis_client.hexists(tk.el, digest), "the reader left it in place"
+            n = graph.get_state(config("t")).values["n"]
+            graph.invoke({"n": n, "stop": n + 1}, config("t"))  # one put
+            assert redis_client.hexists(tk.el, digest), "the next put did not send it"
+            with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as fresh:
+                assert fresh.get_tuple(newest("t")).checkpoint["channel_values"]["n"] == n + 1
+                assert fresh.recovery_report("t") is None

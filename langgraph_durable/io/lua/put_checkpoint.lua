@@ -4,8 +4,10 @@
 --       or "", 6 min and 7 max ZLEXCOUNT bounds of the checkpoint's namespace (both ""
 --       without keep_last: nothing to count), 8 the parent's member or "", 9 the
 --       elements it names without sending them (elements.py), "" or either
---       "l<total>:<K>:" then 16-byte digests, the first K of which the writer knows
---       by length (together <total> bytes), or "s<K>:" then K times a digest and the
+--       "l<total>:<K>:<W>:" then 16-byte digests: the first W are this put's window,
+--       the first K of which the writer knows by length (together <total> bytes); the
+--       rest are checked only while the thread's quarantine holds anything, or
+--       "s<K>:" then K times a digest and the
 --       first 15 hex digits of the SHA-1 of its stored bytes, then 16-byte digests
 --       (the writer never held those: only that they are there), 10
 --       the number K of kept versions whose values must be there (the parent, or the
@@ -80,19 +82,23 @@ end
 -- reader quarantined) or changed in place. The writer then sends them all (writes.py),
 -- so what it acknowledges reads back. A length costs what HEXISTS does; bytes cost
 -- SHA-1 over them (Redis's Lua has nothing cheaper that a changed byte cannot slip by).
+-- By length, a window of them (the writer moves it along from put to put, so the cost
+-- stays flat as the thread grows), all of them once a reader quarantined anything.
 local named = ARGV[9]
 if named ~= '' then
   local by_bytes = string.sub(named, 1, 1) == 's'
-  local total, known, at
+  local total, known, window, at
+  local checked_until = #named
   if by_bytes then
     known, at = string.match(named, '^s(%d+):()')
   else
-    total, known, at = string.match(named, '^l(%d+):(%d+):()')
+    total, known, window, at = string.match(named, '^l(%d+):(%d+):(%d+):()')
+    if redis.call('EXISTS', KEYS[K_QT]) == 0 then checked_until = at + 16 * tonumber(window) - 1 end
   end
   local known_until = at + (by_bytes and 31 or 16) * tonumber(known)
   local length_sum, all_read = 0, true
   local j = at
-  while j <= #named do
+  while j <= checked_until do
     local field = string.sub(named, j, j + 15)
     if by_bytes and j < known_until then
       local ok, stored = pcall(redis.call, 'HGET', KEYS[K_EL], field)
