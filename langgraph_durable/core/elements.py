@@ -24,11 +24,13 @@ manifest formats are ``manifests.py``'s. Rules it keeps:
   * The elements a put may leave out are those its parent checkpoint's manifests name
     (``_NewestVersions`` remembers them): they exist while the parent does, because
     retention deletes an element only once no remaining checkpoint's manifest names it.
-    ``put_checkpoint.lua`` checks that each is there and their lengths against what
-    this process wrote or verified, or with ``verify_elements_on_write`` their very
-    bytes (SHA-1 in Lua: O(the thread's element bytes) of Redis CPU per put, so not by
-    default: a same-length change is then found by the first process that reads it);
-    only that it is there for one this process never held
+    ``put_checkpoint.lua`` checks that they are there and their lengths against what
+    this process wrote or verified: a window of ``writes.CHECKED_PER_PUT`` moved along
+    step by step (all of them once the thread's quarantine holds anything), so the cost
+    stays flat as the thread grows; with ``verify_elements_on_write`` every one by its
+    very bytes (SHA-1 in Lua: O(the thread's element bytes) of Redis CPU per put, so not
+    by default: a same-length change is then found by the first process that reads
+    it); only that it is there for one this process never held
     (``ElementCache.known_as_stored``). One that is not (a field deleted, damaged
     bytes, one a reader moved to quarantine) refuses the put, which is sent again with
     every element its values hold. Elements a writer sends overwrite what is stored
