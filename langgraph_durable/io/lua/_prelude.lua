@@ -43,7 +43,8 @@ local function arm(ttl)
 end
 
 local function touch(ttl)
-  if redis.call('PTTL', KEYS[K_CP]) ~= -1 then arm(ttl) end
+  local seconds = tonumber(ttl)
+  if seconds and seconds > 0 and redis.call('PTTL', KEYS[K_CP]) ~= -1 then arm(seconds) end
 end
 
 local function persist()

@@ -93,7 +93,10 @@ if named ~= '' then
     known, at = string.match(named, '^s(%d+):()')
   else
     total, known, window, at = string.match(named, '^l(%d+):(%d+):(%d+):()')
-    if redis.call('EXISTS', KEYS[K_QT]) == 0 then checked_until = at + 16 * tonumber(window) - 1 end
+    local window_until = at + 16 * tonumber(window) - 1
+    if window_until < #named and redis.call('EXISTS', KEYS[K_QT]) == 0 then
+      checked_until = window_until
+    end
   end
   local known_until = at + (by_bytes and 31 or 16) * tonumber(known)
   local length_sum, all_read = 0, true
