@@ -212,7 +212,42 @@ def _packed(conn: Any, commands: Sequence[tuple[Any, ...]]) -> list[bytes]:
             return [b"".join([_hiredis_pack(c) for c in commands])]
         except TypeError:  # an argument hiredis does not take: redis-py converts it
             pass
+    encoder = getattr(conn, "encoder", None)
+    if getattr(encoder, "encoding", None) == "utf-8" and encoder.encoding_errors == "strict":
+        try:
+            return [_resp(commands)]
+        except TypeError:  # an argument only redis-py converts (or refuses, typed)
+            pass
     return conn.pack_commands(commands)  # type: ignore[no-any-return]
+
+
+def _resp(commands: Sequence[tuple[Any, ...]]) -> bytes:
+    """``commands`` in RESP, as redis-py's pure-Python serializer packs them for a UTF-8
+    client (bytes as they are, str as UTF-8, int in decimal) in one join: its serializer
+    joins its buffer again for every argument, which made packing a put's script call
+    ~60% of the bytes' cost (measured 89 µs against 39). Anything else (a float, a bool,
+    a subclass) raises TypeError for redis-py to handle."""
+    out = []
+    append = out.append
+    for args in commands:
+        first = args[0]
+        if type(first) is str and " " in first:  # "CONFIG GET": the server wants two
+            args = (*first.encode().split(), *args[1:])
+        elif type(first) is bytes and b" " in first:
+            args = (*first.split(), *args[1:])
+        append(b"*%d\r\n" % len(args))
+        for arg in args:
+            kind = type(arg)
+            if kind is str:
+                arg = arg.encode()
+            elif kind is int:
+                arg = b"%d" % arg
+            elif kind is not bytes:
+                raise TypeError(kind)
+            append(b"$%d\r\n" % len(arg))
+            append(arg)
+            append(b"\r\n")
+    return b"".join(out)
 
 
 def round_trip(
@@ -347,7 +382,7 @@ async def _arun(conn: Any, steps: Exchange) -> list[Any]:
             return stop.value  # type: ignore[no-any-return]
         reply = None
         if op == SEND:
-            await conn.send_packed_command(conn.pack_commands(arg))
+            await conn.send_packed_command(_packed(conn, arg))
             continue
         try:
             reply = await conn.read_response()

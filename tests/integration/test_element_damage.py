@@ -278,7 +278,9 @@ def test_a_long_lists_damage_is_found_by_the_puts_that_follow_within_their_turn(
     turns = -(-len(LONG_DOCS) // CHECKED_PER_PUT)
     with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as worker:
         tk = worker.keys.thread("t")
-        _loop_graph(worker, lambda n: None).invoke({"docs": LONG_DOCS, "n": 0, "stop": 1}, config("t"))
+        _loop_graph(worker, lambda n: None).invoke(
+            {"docs": LONG_DOCS, "n": 0, "stop": 1}, config("t")
+        )
         digests = _docs_elements(redis_client, worker, "t")
         for round_, digest in enumerate((digests[0], digests[17], digests[-1])):
             good = redis_client.hget(tk.el, digest)
@@ -294,7 +296,9 @@ def test_a_long_lists_damage_is_found_by_the_puts_that_follow_within_their_turn(
                     {"n": start, "stop": start + turns + 1}, config("t")
                 )
             assert out["docs"] == LONG_DOCS
-            assert "damaged in Redis" in caplog.text, f"element {digests.index(digest)} never checked"
+            assert "damaged in Redis" in caplog.text, (
+                f"element {digests.index(digest)} never checked"
+            )
             assert redis_client.hget(tk.el, digest) == good, "the puts left the damage"
     with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as fresh:
         assert fresh.get_tuple(newest("t")).checkpoint["channel_values"]["docs"] == LONG_DOCS

@@ -10,6 +10,7 @@ import redis
 import redis.asyncio
 from redis.exceptions import ExecAbortError, ResponseError
 
+from langgraph_durable.io import wire
 from langgraph_durable.io.wire import READ, SEND, exchange, usable
 
 CALLBACKS = {"HGETALL": lambda reply: dict(zip(reply[::2], reply[1::2]))}
@@ -67,3 +68,41 @@ def test_single_connection_clients_keep_their_connection() -> None:
     assert usable(redis.Redis()) and usable(redis.asyncio.Redis())
     assert not usable(redis.Redis(single_connection_client=True))
     assert not usable(redis.asyncio.Redis(single_connection_client=True))
+
+
+@pytest.mark.parametrize(
+    "commands",
+    [
+        [("HSET", "p:{t}:el", b"\x00\xff" * 8, b"x" * 70_000)],
+        [("EVALSHA", "ab" * 20, 3, "k1", "k2", "k3", -7, 0, "", "ünïcode ✓", b"")],
+        [("CONFIG GET", "maxmemory"), (b"CLIENT SETNAME", "lgd"), ("PING",)],
+        [("MULTI",), ("HSETNX", "k", "f", b"v"), ("EXEC",)],
+    ],
+)
+def test_our_packing_sends_the_bytes_redis_py_sends(commands: list[tuple[Any, ...]]) -> None:
+    """wire packs a batch in one join; the bytes on the wire are redis-py's own."""
+    conn = redis.Connection()
+    assert wire._resp(commands) == b"".join(conn.pack_commands(commands))
+    assert b"".join(wire._packed(conn, commands)) == b"".join(conn.pack_commands(commands))
+
+
+@pytest.mark.parametrize("odd", [1.5, True, memoryview(b"mv"), 10**30 * 1.0])
+def test_arguments_only_redis_py_converts_go_through_redis_py(odd: Any) -> None:
+    conn = redis.Connection()
+    commands = [("SET", "k", odd)]
+    with pytest.raises(TypeError):
+        wire._resp(commands)
+    try:
+        expected: Any = b"".join(conn.pack_commands(commands))
+    except redis.DataError as exc:  # a bool: redis-py refuses it, typed, and so do we
+        with pytest.raises(redis.DataError, match=str(exc)[:20]):
+            wire._packed(conn, commands)
+        return
+    assert b"".join(wire._packed(conn, commands)) == expected
+
+
+def test_another_encoding_is_left_to_redis_py() -> None:
+    conn = redis.Connection(encoding="latin-1")
+    commands = [("SET", "k", "café")]
+    assert b"".join(wire._packed(conn, commands)) == b"".join(conn.pack_commands(commands))
+    assert "café".encode("latin-1") in b"".join(wire._packed(conn, commands))
