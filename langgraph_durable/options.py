@@ -90,8 +90,9 @@ class SaverOptions(BaseCheckpointSaver[str]):
             names without sending are in Redis, and their lengths: a window of 8 moved
             along step by step (every one once the thread's quarantine holds anything),
             so Redis's cost per put stays flat; one missing or changed in length is sent
-            again within ceil(n / 8) puts of a list of n. A same-length change (a bit flip) is found by the
-            first process that reads the element, which moves it aside, and the next put
+            again within ceil(n / 8) puts of a list of n. A same-length change (a bit
+            flip) is found by the first process that reads the element, which moves it
+            aside (the thread's quarantine then holds something), and the next put
             of a worker holding it sends it again. True: the put checks the element's
             bytes too (SHA-1 in the write script), so the next put finds any damage,
             at a Redis CPU cost that grows with the thread (every list element, at every
