@@ -38,6 +38,7 @@ from langgraph_durable.core.records import (
     member_label,
 )
 from langgraph_durable.core.serde import accepted_types, load
+from langgraph_durable.core.split_memo import SplitMemo
 
 
 def seal(
@@ -240,7 +241,7 @@ def write_record(
     """The record of a pending write, and its elements when it is stored as a
     manifest (a list of messages: elements.py; from one element on, so the message
     a task appends is stored once for its write and the checkpoints after)."""
-    split, whole = _split(ctx, thread_id, value, what, 1) if splittable else (None, None)
+    split, whole = _split(ctx, thread_id, value, what, 1, None) if splittable else (None, None)
     if split is None:
         record = seal_value(ctx, "wr", thread_id, member, [channel], value, what, whole)
         return record, None
@@ -254,7 +255,7 @@ def blob_records(
     """The record of a channel value, and its elements when it is stored as a
     manifest (elements.py)."""
     what = f"the value of channel {channel!r}"
-    split, whole = _split(ctx, thread_id, value, what, elements.MIN_ELEMENTS)
+    split, whole = _split(ctx, thread_id, value, what, elements.MIN_ELEMENTS, ctx.split_memo)
     if split is None:
         return seal_value(ctx, "bl", thread_id, blob_field, [], value, what, whole), None
     record = seal(ctx, "bl", thread_id, blob_field, [split.mark, split.manifest], what)
@@ -262,8 +263,15 @@ def blob_records(
 
 
 def _split(
-    ctx: PlanContext, thread_id: str, value: Any, what: str, min_elements: int
+    ctx: PlanContext,
+    thread_id: str,
+    value: Any,
+    what: str,
+    min_elements: int,
+    memo: SplitMemo | None,
 ) -> tuple[elements.Split | None, tuple[str, bytes] | None]:
+    """``elements.split`` with this context's settings; ``memo`` for a channel value (a
+    pending write's value is split once: nothing to remember)."""
     if not ctx.list_elements:
         return None, None
     return elements.split(
@@ -276,6 +284,7 @@ def _split(
         limit=ctx.max_record_bytes,
         min_elements=min_elements,
         keys=ctx.element_keys,
+        memo=memo,
     )
 
 

@@ -25,6 +25,7 @@ from langgraph_durable.core.newest import NewestVersions
 from langgraph_durable.core.recent import RecentFields
 from langgraph_durable.core.reports import RecoveryReport
 from langgraph_durable.core.runs import RunIndex
+from langgraph_durable.core.split_memo import SplitMemo
 
 
 class PlanContext:
@@ -50,6 +51,7 @@ class PlanContext:
     newest_versions: NewestVersions
     recent_fields: RecentFields
     element_cache: ElementCache
+    split_memo: SplitMemo
     run_index: RunIndex
 
     def __init__(
@@ -82,6 +84,7 @@ class PlanContext:
         self.newest_versions = NewestVersions()
         self.recent_fields = RecentFields()
         self.element_cache = ElementCache()
+        self.split_memo = SplitMemo()
         self.element_keys = element_keys(envelope.signing_keys)
         self.list_elements = list_elements
         self.verify_elements_on_write = verify_elements_on_write

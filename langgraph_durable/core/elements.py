@@ -73,6 +73,7 @@ from langgraph_durable.core.manifests import (
     msgpack_map_items,
     with_digests,
 )
+from langgraph_durable.core.split_memo import Remembered, SplitMemo
 
 __all__ = [  # the manifest names readers take from here (manifests.py owns them)
     "DIGEST_BYTES", "MAP_MARK", "MARK", "MARKS", "PACKED_MARK", "PACKED_MARKS", "MapDigests",
@@ -173,45 +174,56 @@ def split(
     limit: int,
     min_elements: int = MIN_ELEMENTS,
     keys: Sequence[bytes] = (),
+    memo: SplitMemo | None = None,
 ) -> tuple[Split | None, tuple[str, bytes] | None]:
     """``value`` in element form, or None when it is not a list worth splitting, with
     the whole value serialized when that was done on the way (None otherwise). A
     pending write splits from one element on: the message it appends is the element the
     next checkpoint's manifest names, stored once for both. An element this process
-    stored or read before costs its serialization only (``cache``). With an
-    ``EncryptedSerializer``, an element is known by its plaintext serialization (in
-    memory only) and encrypted once: a fresh ciphertext at every checkpoint would store
-    every message again each time."""
+    stored or read before costs its serialization only (``cache``); with ``memo``, the
+    entries a value shares with the one split before under its channel cost nothing more
+    (``split_memo.py``). With an ``EncryptedSerializer``, an element is known by its
+    plaintext serialization (in memory only) and encrypted once: a fresh ciphertext at
+    every checkpoint would store every message again each time."""
+    mapping = type(value) is dict
+    if not (mapping and value) and (type(value) is not list or len(value) < min_elements):
+        return None, None
+    plain_serde, cipher = _encryption(serde)
+    whole = plain_serde.dumps_typed(value)
+    memo_key = (thread_id, what, keys[0] if keys else b"", mapping)
+    before = memo.prefix(memo_key, whole, len(value), mapping) if memo is not None else None
     map_keys: tuple[bytes, ...] | None = None
-    if type(value) is dict and value:  # each value an element, the keys in the manifest
-        plain_serde, cipher = _encryption(serde)
-        whole = plain_serde.dumps_typed(value)
+    if before is not None:
+        known, tail = before
+        serialized = [(MSGPACK, entry[-1]) for entry in tail]
+        if mapping:
+            map_keys = (*(known.keys or ()), *(entry[0] for entry in tail))
+        value_bytes = known.value_bytes + sum(len(entry[-1]) for entry in tail)
+    elif mapping:  # each value an element, the keys in the manifest
         items = msgpack_map_items(whole, len(value))
         if items is None:
             return None, None if cipher is not None else whole
         map_keys = tuple(k for k, _ in items)
         serialized = [(MSGPACK, v) for _, v in items]
-    elif type(value) is not list or len(value) < min_elements:
-        return None, None
     else:
-        plain_serde, cipher = _encryption(serde)
-        whole = plain_serde.dumps_typed(value)
         parts = msgpack_elements(whole, len(value))
         serialized = (
             [(MSGPACK, part) for part in parts]
             if parts is not None
             else [plain_serde.dumps_typed(element) for element in value]
         )
-    if cipher is not None:
-        whole = None  # plaintext: never stored
-    if sum(len(data) for _, data in serialized) < MIN_AVERAGE_BYTES * len(value):
+    if before is None:
+        value_bytes = sum(len(data) for _, data in serialized)
+    plain_whole, whole = whole, (None if cipher is not None else whole)  # plaintext: never stored
+    if value_bytes < MIN_AVERAGE_BYTES * len(value):
         return None, whole
-    digests: list[bytes] = []
-    stored: dict[bytes, bytes] = {}
+    digests: list[bytes] = list(before[0].digests) if before is not None else []
+    stored: dict[bytes, bytes] = dict(before[0].stored) if before is not None else {}
+    size = before[0].size if before is not None else 0
     for type_, data in serialized:
         plain = b"".join((type_.encode(), b"\x00", data))
-        known = cache.by_content(plain)
-        if known is None:
+        found = cache.by_content(plain)
+        if found is None:
             sealed_type, sealed = type_, data
             if cipher is not None:
                 name, sealed = cipher.encrypt(data)
@@ -225,11 +237,20 @@ def split(
                 else b"".join((packed_type.encode(), b"\x00", packed_data))
             )
             digest = digest_of(packed, keys[0] if keys else b"")
-            known = cache.add(digest, type_, data, plain, packed)  # type: ignore[assignment]
-        cache.note_stored(*known)
-        digests.append(known[0])
-        stored[known[0]] = known[1]
-    return Split(tuple(digests), stored, map_keys), whole
+            found = cache.add(digest, type_, data, plain, packed)  # type: ignore[assignment]
+        cache.note_stored(*found)
+        digests.append(found[0])
+        stored[found[0]] = found[1]
+        size += len(data) + len(found[1])
+    made = Split(tuple(digests), stored, map_keys)
+    if memo is not None:
+        memo.remember(
+            memo_key,
+            plain_whole,
+            mapping,
+            Remembered(b"", len(value), made.digests, stored, map_keys, value_bytes, size),
+        )
+    return made, whole
 
 
 class ElementCache:

@@ -86,6 +86,28 @@ def _msgpack_parts(
     return entries if start == len(data) else None
 
 
+def msgpack_tail(
+    data: bytes, start: int, count: int, per_entry: int
+) -> list[tuple[bytes, ...]] | None:
+    """The bytes of the ``count`` entries (``per_entry`` objects each) that ``data`` holds
+    from ``start`` to its very end, or None (``split_memo.py``: what follows the entries
+    a put split before)."""
+    try:
+        unpacker = msgpack.Unpacker(max_buffer_size=len(data) - start + 1)
+        unpacker.feed(data[start:])
+        entries, at = [], 0
+        for _ in range(count):
+            bounds = [at]
+            for _ in range(per_entry):
+                unpacker.skip()
+                bounds.append(unpacker.tell())
+            entries.append(tuple(data[start + a : start + b] for a, b in pairwise(bounds)))
+            at = bounds[-1]
+    except (ValueError, msgpack.UnpackException):
+        return None
+    return entries if start + at == len(data) else None
+
+
 def joined_map(
     keys: Sequence[bytes], types: Sequence[str], parts: Sequence[bytes]
 ) -> tuple[str, bytes]:
