@@ -255,7 +255,9 @@ def blob_records(
     """The record of a channel value, and its elements when it is stored as a
     manifest (elements.py)."""
     what = f"the value of channel {channel!r}"
-    split, whole = _split(ctx, thread_id, value, what, elements.MIN_ELEMENTS, ctx.split_memo)
+    # remembered by namespace and channel: the field without its version
+    memo = (ctx.split_memo, blob_field.rsplit(SEP, 1)[0])
+    split, whole = _split(ctx, thread_id, value, what, elements.MIN_ELEMENTS, memo)
     if split is None:
         return seal_value(ctx, "bl", thread_id, blob_field, [], value, what, whole), None
     record = seal(ctx, "bl", thread_id, blob_field, [split.mark, split.manifest], what)
@@ -268,10 +270,11 @@ def _split(
     value: Any,
     what: str,
     min_elements: int,
-    memo: SplitMemo | None,
+    memo: tuple[SplitMemo, str] | None,
 ) -> tuple[elements.Split | None, tuple[str, bytes] | None]:
-    """``elements.split`` with this context's settings; ``memo`` for a channel value (a
-    pending write's value is split once: nothing to remember)."""
+    """``elements.split`` with this context's settings; ``memo`` (the memo, and what the
+    value is remembered as) for a channel value (a pending write's value is split once:
+    nothing to remember)."""
     if not ctx.list_elements:
         return None, None
     return elements.split(
@@ -284,7 +287,8 @@ def _split(
         limit=ctx.max_record_bytes,
         min_elements=min_elements,
         keys=ctx.element_keys,
-        memo=memo,
+        memo=memo[0] if memo else None,
+        memo_key=memo[1] if memo else "",
     )
 
 

@@ -175,23 +175,25 @@ def split(
     min_elements: int = MIN_ELEMENTS,
     keys: Sequence[bytes] = (),
     memo: SplitMemo | None = None,
+    memo_key: str = "",
 ) -> tuple[Split | None, tuple[str, bytes] | None]:
     """``value`` in element form, or None when it is not a list worth splitting, with
     the whole value serialized when that was done on the way (None otherwise). A
     pending write splits from one element on: the message it appends is the element the
     next checkpoint's manifest names, stored once for both. An element this process
     stored or read before costs its serialization only (``cache``); with ``memo``, the
-    entries a value shares with the one split before under its channel cost nothing more
-    (``split_memo.py``). With an ``EncryptedSerializer``, an element is known by its
-    plaintext serialization (in memory only) and encrypted once: a fresh ciphertext at
-    every checkpoint would store every message again each time."""
+    entries a value shares with the one split before under ``memo_key`` (its namespace
+    and channel) cost nothing more (``split_memo.py``). With an ``EncryptedSerializer``,
+    an element is known by its plaintext serialization (in memory only) and encrypted
+    once: a fresh ciphertext at every checkpoint would store every message again each
+    time."""
     mapping = type(value) is dict
     if not (mapping and value) and (type(value) is not list or len(value) < min_elements):
         return None, None
     plain_serde, cipher = _encryption(serde)
     whole = plain_serde.dumps_typed(value)
-    memo_key = (thread_id, what, keys[0] if keys else b"", mapping)
-    before = memo.prefix(memo_key, whole, len(value), mapping) if memo is not None else None
+    remembered_as = (thread_id, memo_key or what, keys[0] if keys else b"", mapping)
+    before = memo.prefix(remembered_as, whole, len(value), mapping) if memo is not None else None
     map_keys: tuple[bytes, ...] | None = None
     if before is not None:
         known, tail = before
@@ -245,7 +247,7 @@ def split(
     made = Split(tuple(digests), stored, map_keys)
     if memo is not None:
         memo.remember(
-            memo_key,
+            remembered_as,
             plain_whole,
             mapping,
             Remembered(b"", len(value), made.digests, stored, map_keys, value_bytes, size),

@@ -136,3 +136,25 @@ def test_the_memo_stays_within_its_bound() -> None:
             thread_id=str(thread), what="c", limit=1 << 20, memo=memo,
         )  # fmt: skip
     assert memo._size <= 20_000 and len(memo._entries) < 30
+
+
+def test_two_namespaces_of_one_thread_keep_a_split_each(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A subgraph's messages and its parent's, put in turn, do not push each other out."""
+    cache, memo = ElementCache(), SplitMemo()
+    looked_up: list[bytes] = []
+    by_content = cache.by_content
+    monkeypatch.setattr(
+        cache, "by_content", lambda plain: looked_up.append(plain) or by_content(plain)
+    )
+    lists: dict[str, list[str]] = {"\x00messages": [], "child:1\x00messages": []}
+    for step in range(6):
+        for ns_channel, value in lists.items():
+            value.append(f"{ns_channel} {step} " * 20)
+            looked_up.clear()
+            made, _ = elements.split(
+                SERDE, Compression(None), list(value), cache, thread_id="t",
+                what="the value of channel 'messages'", limit=1 << 20, min_elements=1,
+                memo=memo, memo_key=ns_channel,
+            )  # fmt: skip
+            assert made is not None and len(made.digests) == step + 1
+            assert len(looked_up) == (step + 1 if step == 0 else 1), ns_channel
