@@ -87,10 +87,11 @@ class SaverOptions(BaseCheckpointSaver[str]):
             square. False stores whole values, readable by releases before this one (set
             it before such a rollback). Any saver reads every form whatever its setting.
         verify_elements_on_write: False (the default): a put checks that elements it
-            names without sending are in Redis, and their lengths: a window of 8 moved
-            along step by step (every one once the thread's quarantine holds anything),
-            so Redis's cost per put stays flat; one missing or changed in length is sent
-            again within ceil(n / 8) puts of a list of n. A same-length change (a bit
+            names without sending are in Redis, and their lengths: a window of 8 (plus
+            as many as the put sends) moved on from put to put (every one once the
+            thread's quarantine holds anything), so Redis's cost per put stays flat;
+            one missing or changed in length is sent again within ceil(n / 8) puts of
+            a list of n. A same-length change (a bit
             flip) is found by the first process that reads the element, which moves it
             aside (the thread's quarantine then holds something), and the next put
             of a worker holding it sends it again. True: the put checks the element's

@@ -25,9 +25,9 @@ manifest formats are ``manifests.py``'s. Rules it keeps:
     (``_NewestVersions`` remembers them): they exist while the parent does, because
     retention deletes an element only once no remaining checkpoint's manifest names it.
     ``put_checkpoint.lua`` checks that they are there and their lengths against what
-    this process wrote or verified: a window of ``writes.CHECKED_PER_PUT`` moved along
-    step by step (all of them once the thread's quarantine holds anything), so the cost
-    stays flat as the thread grows; with ``verify_elements_on_write`` every one by its
+    this process wrote or verified: a window of ``writes.CHECKED_PER_PUT`` (plus as
+    many as the put sends) moved on from put to put (all of them once the thread's
+    quarantine holds anything), so the cost stays flat as the thread grows; with ``verify_elements_on_write`` every one by its
     very bytes (SHA-1 in Lua: O(the thread's element bytes) of Redis CPU per put, so not
     by default: a same-length change is then found by the first process that reads
     it); only that it is there for one this process never held
@@ -222,6 +222,8 @@ def split(
     digests: list[bytes] = list(before[0].digests) if before is not None else []
     stored: dict[bytes, bytes] = dict(before[0].stored) if before is not None else {}
     size = before[0].size if before is not None else 0
+    for digest in digests:  # remembered: their fingerprints too, should those be reset
+        cache.note_stored(digest, stored[digest])
     for type_, data in serialized:
         plain = b"".join((type_.encode(), b"\x00", data))
         found = cache.by_content(plain)

@@ -23,6 +23,7 @@ class Newest:
     checkpoint_id: str
     versions: dict[str, Any]
     manifests: dict[str, tuple[bytes, ...]]  # channel -> digests of its elements (elements.py)
+    checked_from: int = 0  # where the next put's window of element checks starts (writes.py)
 
     @cached_property
     def digests(self) -> frozenset[bytes]:
@@ -69,6 +70,7 @@ class NewestVersions:
         versions: Mapping[str, Any],
         checkpoint_id: str = "",
         manifests: Mapping[str, tuple[bytes, ...]] | None = None,
+        checked_from: int = 0,
     ) -> None:
         known = self.entry(key)
         if (
@@ -81,7 +83,7 @@ class NewestVersions:
         if len(self._threads) >= self._size:
             self._threads.clear()  # crude, but safe from any thread
         # A copy: the caller's dict may change.
-        newest = Newest(checkpoint_id, dict(versions), dict(manifests or {}))
+        newest = Newest(checkpoint_id, dict(versions), dict(manifests or {}), checked_from)
         self._threads.setdefault(key[0], {})[key[1]] = newest
 
     def forget(self, thread_id: str) -> None:

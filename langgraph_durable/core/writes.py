@@ -23,7 +23,6 @@ Owns the write conversation. Rules it keeps:
 from __future__ import annotations
 
 import logging
-import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -130,9 +129,10 @@ def put(
         if new_elements:
             known = parent.digests
     elements = sorted((d, e) for d, e in new_elements.items() if d not in known)
-    step = meta.get("step")
-    turn = step if isinstance(step, int) else zlib.crc32(checkpoint["id"].encode())
-    unsent = _unsent(manifests, elements, ctx.element_cache, ctx.verify_elements_on_write, turn)
+    checked_from = parent.checked_from if parent is not None else 0
+    unsent, checked_next = _unsent(
+        manifests, elements, ctx.element_cache, ctx.verify_elements_on_write, checked_from
+    )
     remade: list[tuple[str, bytes]] = []  # kept values' manifests made again (below)
     parent_versions = parent.versions if parent is not None else None
     head = sealed_head(ctx.envelope, thread_id, ns, checkpoint["id"])  # heads.py
@@ -205,8 +205,8 @@ def put(
                         remade.append((field_, remade_record))
                         manifests[channel] = split.digests
             elements = sorted(new_elements.items())
-            unsent = _unsent(
-                manifests, elements, ctx.element_cache, ctx.verify_elements_on_write, turn
+            unsent, checked_next = _unsent(
+                manifests, elements, ctx.element_cache, ctx.verify_elements_on_write, checked_from
             )
             continue
         if (
@@ -233,7 +233,11 @@ def put(
             ctx, [inline], raising=True
         )
     ctx.newest_versions.remember(
-        (thread_id, ns), checkpoint.get("channel_versions", {}), checkpoint["id"], manifests
+        (thread_id, ns),
+        checkpoint.get("channel_versions", {}),
+        checkpoint["id"],
+        manifests,
+        checked_next,
     )
     ctx.recent_fields.recall(
         thread_id, ns, checkpoint["id"], [*named, *unwritten, *(f for f, _ in blobs)]
@@ -363,37 +367,38 @@ def _unsent(
     sent: list[tuple[bytes, bytes]],
     cache: ElementCache,
     by_bytes: bool,
-    turn: int,
-) -> bytes:
+    checked_from: int,
+) -> tuple[bytes, int]:
     """The elements ``manifests`` name and a put does not send, for put_checkpoint.lua
-    to check they are there intact (ARGV 9 there), from what this process knows of their
-    stored bytes (``ElementCache.known_as_stored``).
-
-    By bytes (``verify_elements_on_write``): every one, by its SHA-1. By length (the
-    default): a window of ``CHECKED_PER_PUT`` of them, moved along by ``turn`` (the
-    checkpoint's step), so consecutive puts check them all in turn at a cost that does
-    not grow with the thread; the rest follow, for the script to check too once the
-    thread's quarantine holds anything (a reader moved a damaged record aside: then every
-    put checks them all until the quarantine is emptied)."""
+    to check (ARGV 9 there) against what this process knows of their stored bytes
+    (``ElementCache.known_as_stored``); and where the next put's window starts.
+    By bytes (``verify_elements_on_write``): every one. By length: a window from
+    ``checked_from`` (where the parent's put left off: ``newest.py``) in the manifests'
+    order (a list's new elements last) of ``CHECKED_PER_PUT`` plus as many as the put
+    sends, so it gains on a list growing by what each put sends and consecutive puts
+    check all n within ceil(n / CHECKED_PER_PUT); the rest follow, checked too once the
+    thread's quarantine holds anything (a reader moved a damaged record aside)."""
     sending = {d for d, _ in sent}
-    # in the manifests' order (a list's new elements last): no sort on every put
     named = [
-        d for d in dict.fromkeys(d for ds in manifests.values() for d in ds) if d not in sending
+        d
+        for d in dict.fromkeys(d for channel in sorted(manifests) for d in manifests[channel])
+        if d not in sending
     ]
     if not named:
-        return b""
+        return b"", 0
     known_as_stored = cache.known_as_stored
     if by_bytes:
         found = [known_as_stored(d) for d in named]
         known = [k for k in found if k is not None]
         unknown = [d for d, k in zip(named, found) if k is None]
-        return b"".join([b"s%d:" % len(known), *(k[1] for k in known), *unknown])
-    start = (turn * CHECKED_PER_PUT) % len(named)
+        return b"".join([b"s%d:" % len(known), *(k[1] for k in known), *unknown]), 0
+    start = checked_from % len(named)
+    size = CHECKED_PER_PUT + len(sent)
     rotated = named[start:] + named[:start]
-    window, rest = rotated[:CHECKED_PER_PUT], rotated[CHECKED_PER_PUT:]
+    window, rest = rotated[:size], rotated[size:]
     found = [known_as_stored(d) for d in window]
     known = [k for k in found if k is not None]
     unknown = [d for d, k in zip(window, found) if k is None]
     total = sum(k[0] for k in known)
     head = b"l%d:%d:%d:" % (total, len(known), len(window))
-    return b"".join([head, *(k[1][:16] for k in known), *unknown, *rest])
+    return b"".join([head, *(k[1][:16] for k in known), *unknown, *rest]), start + len(window)

@@ -230,10 +230,12 @@ def _resp(commands: Sequence[tuple[Any, ...]]) -> bytes:
     out = []
     append = out.append
     for args in commands:
-        first = args[0]
-        if type(first) is str and " " in first:  # "CONFIG GET": the server wants two
+        first = args[0]  # "CONFIG GET" goes as two, as redis-py sends it
+        if type(first) is str:
             args = (*first.encode().split(), *args[1:])
-        elif type(first) is bytes and b" " in first:
+        elif type(first) is not bytes:
+            raise TypeError(type(first))
+        elif b" " in first:
             args = (*first.split(), *args[1:])
         append(b"*%d\r\n" % len(args))
         for arg in args:

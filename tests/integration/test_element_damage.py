@@ -6,7 +6,8 @@ heals it."""
 
 from __future__ import annotations
 
-from typing import Any
+import operator
+from typing import Annotated, Any
 
 import pytest
 import redis
@@ -270,7 +271,7 @@ def test_a_long_lists_damage_is_found_by_the_puts_that_follow_within_their_turn(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """A put checks a window of CHECKED_PER_PUT of the elements it names without sending
-    (the cost stays flat as the thread grows), moved along step by step: an element of a
+    (the cost stays flat as the thread grows), moved on from put to put: an element of a
     40-element list truncated in place, no reader in between, is found and written
     again within ceil(40 / 8) = 5 puts, wherever it sits in the list."""
     from langgraph_durable.core.writes import CHECKED_PER_PUT
@@ -327,3 +328,71 @@ def test_once_a_reader_quarantined_an_element_the_next_put_checks_them_all(
             with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as fresh:
                 assert fresh.get_tuple(newest("t")).checkpoint["channel_values"]["n"] == n + 1
                 assert fresh.recovery_report("t") is None
+
+
+class Growing(TypedDict):
+    docs: Annotated[list[str], operator.add]
+    n: int
+    stop: int
+    per_step: int
+
+
+def _growing_graph(saver: Any, between: Any) -> Any:
+    """A list that gains ``per_step`` documents at every step (one put per step)."""
+    builder = StateGraph(Growing)
+
+    def step(s: Growing) -> dict[str, Any]:
+        between(s["n"])
+        new = [f"doc {s['n']}.{i} " * 25 for i in range(s["per_step"])]
+        return {"n": s["n"] + 1, "docs": new}
+
+    builder.add_node("step", step)
+    builder.add_edge(START, "step")
+    builder.add_conditional_edges("step", lambda s: END if s["n"] >= s["stop"] else "step")
+    return builder.compile(checkpointer=saver)
+
+
+@pytest.mark.parametrize("per_step", [1, 4, 8])
+@pytest.mark.parametrize("verify", [False, True])
+def test_a_growing_lists_oldest_element_damaged_is_found_by_the_puts_that_follow(
+    redis_url: str,
+    key_prefix: str,
+    redis_client: redis.Redis,
+    caplog: pytest.LogCaptureFixture,
+    per_step: int,
+    verify: bool,
+) -> None:
+    """The window moves on from where the put before left off and grows with what a put
+    sends, so it catches up with a list growing by 1, 4 or 8 elements a step: the oldest
+    element, truncated after 40 steps, is found within ceil(n / 8) + 1 puts. With
+    ``verify_elements_on_write``, a bit flip is found at the next put even after the
+    process's fingerprints were reset (the split memo keeps them)."""
+    from langgraph_durable.core.writes import CHECKED_PER_PUT
+
+    with RedisSaver.from_conn_string(
+        redis_url, key_prefix=key_prefix, verify_elements_on_write=verify
+    ) as worker:
+        tk = worker.keys.thread("g")
+        graph = _growing_graph(worker, lambda n: None)
+        graph.invoke({"docs": [], "n": 0, "stop": 40, "per_step": per_step}, config("g"))
+        version = worker.get_tuple(newest("g")).checkpoint["channel_versions"]["docs"]
+        manifest = redis_client.hget(tk.bl, worker.keys.blob_field("", "docs", version)) or b""
+        named = [d for d in redis_client.hkeys(tk.el) if d in manifest]
+        oldest = min(named, key=manifest.find)
+        good = redis_client.hget(tk.el, oldest)
+        puts = 1 if verify else -(-len(named) // CHECKED_PER_PUT) + 1
+
+        def damage(n: int) -> None:
+            if n == 40:
+                if verify:
+                    worker.core.element_cache._fingerprints.clear()  # reset when full
+                redis_client.hset(tk.el, oldest, flipped(good) if verify else good[:-1])
+
+        with caplog.at_level("WARNING", logger="langgraph_durable"):
+            _growing_graph(worker, damage).invoke({"stop": 40 + puts}, config("g"))
+        assert "damaged in Redis" in caplog.text, "the puts after the damage never checked it"
+        assert redis_client.hget(tk.el, oldest) == good
+    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as fresh:
+        tup = fresh.get_tuple(newest("g"))
+        assert tup.checkpoint["channel_values"]["n"] == 40 + puts
+        assert fresh.recovery_report("g") is None

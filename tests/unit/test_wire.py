@@ -76,6 +76,7 @@ def test_single_connection_clients_keep_their_connection() -> None:
         [("HSET", "p:{t}:el", b"\x00\xff" * 8, b"x" * 70_000)],
         [("EVALSHA", "ab" * 20, 3, "k1", "k2", "k3", -7, 0, "", "ünïcode ✓", b"")],
         [("CONFIG GET", "maxmemory"), (b"CLIENT SETNAME", "lgd"), ("PING",)],
+        [("GET\t", "k"), ("CONFIG\tGET", "x"), (" SET ", "k", "v")],
         [("MULTI",), ("HSETNX", "k", "f", b"v"), ("EXEC",)],
     ],
 )
@@ -84,6 +85,14 @@ def test_our_packing_sends_the_bytes_redis_py_sends(commands: list[tuple[Any, ..
     conn = redis.Connection()
     assert wire._resp(commands) == b"".join(conn.pack_commands(commands))
     assert b"".join(wire._packed(conn, commands)) == b"".join(conn.pack_commands(commands))
+
+
+def test_a_command_name_redis_py_refuses_is_refused() -> None:
+    conn = redis.Connection()
+    with pytest.raises(TypeError):
+        wire._resp([(5, "k")])
+    with pytest.raises(TypeError):
+        conn.pack_commands([(5, "k")])
 
 
 @pytest.mark.parametrize("odd", [1.5, True, memoryview(b"mv"), 10**30 * 1.0])
