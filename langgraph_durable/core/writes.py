@@ -232,12 +232,9 @@ def put(
         (in_namespace,), acked = yield from round_trips.write_round_trip(
             ctx, [inline], raising=True
         )
+    versions = checkpoint.get("channel_versions", {})
     ctx.newest_versions.remember(
-        (thread_id, ns),
-        checkpoint.get("channel_versions", {}),
-        checkpoint["id"],
-        manifests,
-        checked_next,
+        (thread_id, ns), versions, checkpoint["id"], manifests, checked_next
     )
     ctx.recent_fields.recall(
         thread_id, ns, checkpoint["id"], [*named, *unwritten, *(f for f, _ in blobs)]
@@ -369,15 +366,13 @@ def _unsent(
     by_bytes: bool,
     checked_from: int,
 ) -> tuple[bytes, int]:
-    """The elements ``manifests`` name and a put does not send, for put_checkpoint.lua
-    to check (ARGV 9 there) against what this process knows of their stored bytes
-    (``ElementCache.known_as_stored``); and where the next put's window starts.
-    By bytes (``verify_elements_on_write``): every one. By length: a window from
-    ``checked_from`` (where the parent's put left off: ``newest.py``) in the manifests'
-    order (a list's new elements last) of ``CHECKED_PER_PUT`` plus as many as the put
-    sends, so it gains on a list growing by what each put sends and consecutive puts
-    check all n within ceil(n / CHECKED_PER_PUT); the rest follow, checked too once the
-    thread's quarantine holds anything (a reader moved a damaged record aside)."""
+    """The elements ``manifests`` name and a put does not send, for put_checkpoint.lua to
+    check (ARGV 9) against what this process knows of their stored bytes, and where the
+    next put's window starts. By bytes (``verify_elements_on_write``): all. By length: a
+    window from ``checked_from`` (where the parent's put left off: ``newest.py``) of
+    ``CHECKED_PER_PUT`` plus as many as the put sends, so consecutive puts check all n
+    within ceil(n / CHECKED_PER_PUT) even as a list grows; the rest follow, checked too
+    once the thread's quarantine holds anything (a reader moved damage aside)."""
     sending = {d for d, _ in sent}
     named = [
         d
