@@ -27,10 +27,11 @@ manifest formats are ``manifests.py``'s. Rules it keeps:
     ``put_checkpoint.lua`` checks that they are there and their lengths against what
     this process wrote or verified: a window of ``writes.CHECKED_PER_PUT`` (plus as
     many as the put sends) moved on from put to put (all of them once the thread's
-    quarantine holds anything), so the cost stays flat as the thread grows; with ``verify_elements_on_write`` every one by its
-    very bytes (SHA-1 in Lua: O(the thread's element bytes) of Redis CPU per put, so not
-    by default: a same-length change is then found by the first process that reads
-    it); only that it is there for one this process never held
+    quarantine holds anything), so the cost stays flat as the thread grows; with
+    ``verify_elements_on_write`` every one by its very bytes (SHA-1 in Lua: O(the
+    thread's element bytes) of Redis CPU per put, so not by default: a same-length
+    change is then found by the first process that reads it); only that it is there
+    for one this process never held
     (``ElementCache.known_as_stored``). One that is not (a field deleted, damaged
     bytes, one a reader moved to quarantine) refuses the put, which is sent again with
     every element its values hold. Elements a writer sends overwrite what is stored
@@ -252,7 +253,7 @@ def split(
             remembered_as,
             plain_whole,
             mapping,
-            Remembered(b"", len(value), made.digests, stored, map_keys, value_bytes, size),
+            Remembered(len(value), made.digests, stored, map_keys, value_bytes, size),
         )
     return made, whole
 

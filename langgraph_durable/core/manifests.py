@@ -73,17 +73,9 @@ def _msgpack_parts(
         header = unpacker.read_map_header() if mapping else unpacker.read_array_header()
         if header != count:
             return None
-        entries, start = [], unpacker.tell()
-        for _ in range(count):
-            bounds = [start]
-            for _ in range(per_entry):
-                unpacker.skip()
-                bounds.append(unpacker.tell())
-            entries.append(tuple(data[a:b] for a, b in pairwise(bounds)))
-            start = bounds[-1]
+        return _entries(unpacker, data, 0, count, per_entry)
     except (ValueError, msgpack.UnpackException):
         return None
-    return entries if start == len(data) else None
 
 
 def msgpack_tail(
@@ -95,17 +87,25 @@ def msgpack_tail(
     try:
         unpacker = msgpack.Unpacker(max_buffer_size=len(data) - start + 1)
         unpacker.feed(data[start:])
-        entries, at = [], 0
-        for _ in range(count):
-            bounds = [at]
-            for _ in range(per_entry):
-                unpacker.skip()
-                bounds.append(unpacker.tell())
-            entries.append(tuple(data[start + a : start + b] for a, b in pairwise(bounds)))
-            at = bounds[-1]
+        return _entries(unpacker, data, start, count, per_entry)
     except (ValueError, msgpack.UnpackException):
         return None
-    return entries if start + at == len(data) else None
+
+
+def _entries(
+    unpacker: msgpack.Unpacker, data: bytes, fed_from: int, count: int, per_entry: int
+) -> list[tuple[bytes, ...]] | None:
+    """The next ``count`` entries ``unpacker`` (fed ``data[fed_from:]``) holds, which must
+    end exactly where ``data`` does."""
+    entries, start = [], fed_from + unpacker.tell()
+    for _ in range(count):
+        bounds = [start]
+        for _ in range(per_entry):
+            unpacker.skip()
+            bounds.append(fed_from + unpacker.tell())
+        entries.append(tuple(data[a:b] for a, b in pairwise(bounds)))
+        start = bounds[-1]
+    return entries if start == len(data) else None
 
 
 def joined_map(

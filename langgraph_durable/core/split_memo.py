@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from langgraph_durable.core.manifests import MSGPACK, msgpack_tail
@@ -25,16 +25,16 @@ from langgraph_durable.core.manifests import MSGPACK, msgpack_tail
 
 @dataclass(frozen=True)
 class Remembered:
-    """One split: the entries' bytes (without the array or map header) and what they
-    became."""
+    """One split: what its entries became, and their bytes (without the array or map
+    header)."""
 
-    body: bytes
     count: int
     digests: tuple[bytes, ...]
     stored: dict[bytes, bytes]  # digest -> stored element
     keys: tuple[bytes, ...] | None  # a dict's keys, as msgpack packs them
     value_bytes: int  # the values' serialized bytes (a dict's without its keys)
     size: int  # what holding it costs, roughly
+    body: bytes = b""  # set by ``SplitMemo.remember``, cut from the value serialized
 
 
 class SplitMemo:
@@ -73,7 +73,7 @@ class SplitMemo:
         start = _header_length(whole[1], mapping)
         if whole[0] != MSGPACK or start is None or made.size > self.max_bytes:
             return
-        made = Remembered(**{**made.__dict__, "body": whole[1][start:]})
+        made = replace(made, body=whole[1][start:])
         with self._lock:
             old = self._entries.pop(key, None)
             self._size -= old.size if old is not None else 0
