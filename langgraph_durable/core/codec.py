@@ -21,10 +21,11 @@ from typing import Any
 
 import msgpack
 
-from langgraph_durable.core import elements, inputs
+from langgraph_durable.core import blocks, elements, inputs
 from langgraph_durable.core.context import PlanContext
 from langgraph_durable.core.errors import RecordDamagedError
 from langgraph_durable.core.keys import SEP, KeySchema, ThreadKeys
+from langgraph_durable.core.manifests import BLOCKED_MARK, blocked_in
 from langgraph_durable.core.records import (
     EMPTY,
     MALFORMED,
@@ -118,9 +119,12 @@ def open_blob(ctx: PlanContext, thread_id: str, blob_field: str, values: Mapping
         type_, data = open_record(ctx, "bl", thread_id, blob_field, values.get(blob_field))
         if type_ == EMPTY:
             return NO_VALUE
-        if type_ not in elements.MARKS:
+        if type_ == BLOCKED_MARK:
+            digests = blocks.expand(ctx, blocked_in(data), values)
+        elif type_ in elements.MARKS:
+            digests = elements.digests_in(type_, data)
+        else:
             return load_value(ctx, type_, data)
-        digests = elements.digests_in(type_, data)
     return _load_elements(ctx, digests, values)
 
 
@@ -206,12 +210,15 @@ def _loaded_list(
 
 
 def manifest_of(ctx: PlanContext, thread_id: str, blob_field: str, record: bytes | None) -> Any:
-    """The digests a channel value record names if it is a manifest that verifies,
-    () for a value stored whole, None for damage (``open_blob`` will report it)."""
+    """The digests a channel value record names if it is a manifest that verifies (a
+    ``manifests.Blocked`` for a blocked one, to expand: ``blocks.py``), () for a value
+    stored whole, None for damage (``open_blob`` will report it)."""
     if not elements.may_be_manifest(record):
         return () if record is not None else None
     try:
         type_, data = open_record(ctx, "bl", thread_id, blob_field, record)
+        if type_ == BLOCKED_MARK:
+            return blocked_in(data)
         return elements.digests_in(type_, data) if type_ in elements.MARKS else ()
     except (RecordDamagedError, ValueError, TypeError):
         return None
@@ -260,6 +267,8 @@ def blob_records(
     split, whole = _split(ctx, thread_id, value, what, elements.MIN_ELEMENTS, memo)
     if split is None:
         return seal_value(ctx, "bl", thread_id, blob_field, [], value, what, whole), None
+    key = ctx.element_keys[0] if ctx.element_keys else b""
+    split = blocks.with_blocks(split, ctx.element_cache, key)
     record = seal(ctx, "bl", thread_id, blob_field, [split.mark, split.manifest], what)
     return record, split
 

@@ -47,7 +47,6 @@ import hashlib
 import hmac
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from langgraph.checkpoint.base import SerializerProtocol
@@ -64,9 +63,12 @@ from langgraph_durable.core.manifests import (
     MSGPACK,
     PACKED_MARK,
     PACKED_MARKS,
+    Blocked,
     MapDigests,
+    Split,
     digests_in,
     digests_of,
+    every_digest,
     joined,
     joined_map,
     may_be_manifest,
@@ -78,7 +80,7 @@ from langgraph_durable.core.split_memo import Remembered, SplitMemo
 
 __all__ = [  # the manifest names readers take from here (manifests.py owns them)
     "DIGEST_BYTES", "MAP_MARK", "MARK", "MARKS", "PACKED_MARK", "PACKED_MARKS", "MapDigests",
-    "digests_in", "digests_of", "joined", "joined_map", "may_be_manifest", "with_digests",
+    "Split", "digests_in", "digests_of", "joined", "joined_map", "may_be_manifest", "with_digests",
 ]  # fmt: skip
 MIN_ELEMENTS = 2
 MIN_AVERAGE_BYTES = 64  # below, 16 bytes of digest per element and a hash field cost more
@@ -94,26 +96,6 @@ class ElementDamagedError(RecordDamagedError):
     def __init__(self, reason: str, digest: bytes = b"") -> None:
         super().__init__(reason)
         self.digest = digest
-
-
-@dataclass(frozen=True)
-class Split:
-    """A list or dict value in element form: the manifest's type and data, and the
-    stored elements (a dict's values; its keys are in the manifest)."""
-
-    digests: tuple[bytes, ...]  # in list order, or the dict's (repeats allowed)
-    stored: dict[bytes, bytes]  # digest -> stored element, each once
-    keys: tuple[bytes, ...] | None = None  # a dict's keys, each as msgpack packs it
-
-    @property
-    def mark(self) -> str:
-        return MARK if self.keys is None else MAP_MARK
-
-    @property
-    def manifest(self) -> bytes:
-        if self.keys is None:
-            return b"".join(self.digests)
-        return b"".join((len(self.keys).to_bytes(4, "big"), *self.keys, *self.digests))
 
 
 def element_keys(signing_keys: Iterable[bytes]) -> tuple[bytes, ...]:
@@ -362,6 +344,8 @@ class ValueRecords(dict[str, "bytes | None"]):
         self.elements: dict[bytes, bytes | None] = {}
         self.manifests: dict[str, tuple[bytes, ...]] = {}
         self.write_manifests: dict[str, tuple[bytes, ...]] = {}
+        # blocked manifests opened whose blocks are not all read or verified (blocks.py)
+        self.unexpanded: dict[str, Blocked] = {}
 
     def merge(self, other: Mapping[str, bytes | None]) -> None:
         self.update(other)
@@ -369,11 +353,13 @@ class ValueRecords(dict[str, "bytes | None"]):
             self.elements.update(other.elements)
             self.manifests.update(other.manifests)
             self.write_manifests.update(other.write_manifests)
+            self.unexpanded.update(other.unexpanded)
 
     def wanted_elements(self, cache: ElementCache) -> list[bytes]:
         """Digests the opened manifests name that were not read yet (and are not cached,
         where the cache is trusted)."""
-        named = named_by((*self.manifests.values(), *self.write_manifests.values()))
+        opened = (*self.manifests.values(), *self.write_manifests.values())
+        named = named_by((*opened, *map(tuple, self.unexpanded.values())))
         unread = named - self.elements.keys()
         return sorted(cache.uncached(unread) if self.trust_cache else unread)
 
@@ -385,11 +371,15 @@ class ValueRecords(dict[str, "bytes | None"]):
             for d, e in self.elements.items()
             if e is None and (not self.trust_cache or cache.get(d) is None)
         }
-        named = (*self.manifests.items(), *self.write_manifests.items())
+        named = [(f, every_digest(d)) for f, d in self.manifests.items()]
+        named += [
+            *self.write_manifests.items(),
+            *((f, tuple(b)) for f, b in self.unexpanded.items()),
+        ]
         return {f for f, record in self.items() if record is None} | {
             f for f, digests in named if gone.intersection(digests)
         }
 
 
 def named_by(manifests: Iterable[tuple[bytes, ...]]) -> set[bytes]:
-    return {d for digests in manifests for d in digests}
+    return {d for digests in manifests for d in every_digest(digests)}

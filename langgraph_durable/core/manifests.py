@@ -1,17 +1,23 @@
 """The manifest formats: how a list or a dict in element form is named in its record.
 
-Owns the two manifest types and their data (``elements.py`` owns splitting values into
+Owns the manifest types and their data (``elements.py`` owns splitting values into
 elements and storing them): ``lgdl1``, a list's, is its elements' digests in order;
 ``lgdm1``, a dict's, is its entry count (4 bytes), its keys as msgpack packs them, then
-one digest per value. Reading one (``digests_in``) never trusts it beyond its seal:
-anything that does not parse exactly is ``RecordDamagedError``. A list or dict is
-rebuilt as the msgpack LangGraph would have written whole (``joined``, ``joined_map``),
-so one call deserializes it, through the allowlist.
+one digest per value. ``lgdb1``, a long list's or dict's (``BLOCK_ENTRIES`` entries or
+more, channel values only), names *blocks*: each full run of ``BLOCK_ENTRIES`` entries
+from the start is an ``lgdl1`` or ``lgdm1`` manifest stored once as an element, so a
+list that grows keeps its blocks and a checkpoint's manifest names a few blocks and a
+tail, not every element again (``Blocked``, ``expanded``). Reading one (``digests_in``,
+``blocked_in``) never trusts it beyond its seal: anything that does not parse exactly
+is ``RecordDamagedError``. A list or dict is rebuilt as the msgpack LangGraph would
+have written whole (``joined``, ``joined_map``), so one call deserializes it, through
+the allowlist.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
@@ -24,21 +30,142 @@ DIGEST_BYTES = 16
 
 MARK = "lgdl1"  # the serialization type of a list's manifest
 MAP_MARK = "lgdm1"  # of a dict's manifest: its keys, and its values' digests
-MARKS = (MARK, MAP_MARK)
+MARKS = (MARK, MAP_MARK)  # what a pending write's manifest may be
+BLOCKED_MARK = "lgdb1"  # a long channel value's: blocks of entries, then its tail
+VALUE_MARKS = (*MARKS, BLOCKED_MARK)  # what a channel value's manifest may be
 PACKED_MARK = b"\xa5" + MARK.encode()  # how msgpack writes it inside a record's body
-PACKED_MARKS = (PACKED_MARK, b"\xa5" + MAP_MARK.encode())
+PACKED_MARKS = (PACKED_MARK, b"\xa5" + MAP_MARK.encode(), b"\xa5" + BLOCKED_MARK.encode())
+BLOCK_ENTRIES = 64  # entries per block: 1 KB of a list's digests, named by 16 bytes
+_KINDS = {MARK: b"l", MAP_MARK: b"m"}  # a blocked manifest's first byte: its blocks' type
+
+
+class ListDigests(tuple[bytes, ...]):
+    """The digests a list's manifest names, in order, with the ``blocks`` naming them
+    (a blocked manifest's; ``()`` otherwise)."""
+
+    blocks: tuple[bytes, ...] = ()
+
+    def __new__(cls, digests: Iterable[bytes], blocks: tuple[bytes, ...] = ()) -> Self:
+        made = super().__new__(cls, digests)
+        made.blocks = blocks
+        return made
 
 
 class MapDigests(tuple[bytes, ...]):
     """The digests a dict's manifest names, in its order, with its ``keys`` (each as
-    msgpack packs it): what every reader of digests reads, and what rebuilds the dict."""
+    msgpack packs it) and the ``blocks`` naming them: what every reader of digests reads,
+    and what rebuilds the dict."""
 
     keys: tuple[bytes, ...]
+    blocks: tuple[bytes, ...] = ()
 
-    def __new__(cls, digests: Iterable[bytes], keys: tuple[bytes, ...]) -> Self:
+    def __new__(
+        cls, digests: Iterable[bytes], keys: tuple[bytes, ...], blocks: tuple[bytes, ...] = ()
+    ) -> Self:
         made = super().__new__(cls, digests)
         made.keys = keys
+        made.blocks = blocks
         return made
+
+
+def every_digest(digests: Sequence[bytes]) -> tuple[bytes, ...]:
+    """Every element a manifest's digests stand for: its entries' and its blocks'
+    (what retention keeps, a put checks and a reader reads)."""
+    return (*getattr(digests, "blocks", ()), *digests)  # blocks first: a list grows at its end
+
+
+class Blocked:
+    """A blocked manifest (``lgdb1``) opened but not expanded: the type of its blocks
+    (``MARK`` or ``MAP_MARK``), their digests, and its tail (the entries after them)."""
+
+    def __init__(self, kind: str, blocks: tuple[bytes, ...], tail: tuple[bytes, ...]) -> None:
+        self.kind, self.blocks, self.tail = kind, blocks, tail
+
+    def __iter__(self) -> Iterator[bytes]:  # what it names before it is expanded
+        return iter((*self.blocks, *self.tail))
+
+
+def blocked_manifest(kind: str, blocks: Sequence[bytes], tail: bytes) -> bytes:
+    """The data of an ``lgdb1`` manifest: its blocks' type (1 byte), their count (4
+    bytes), their digests, then its tail as a ``kind`` manifest (``b""``: none)."""
+    return b"".join((_KINDS[kind], len(blocks).to_bytes(4, "big"), *blocks, tail))
+
+
+def blocked_in(manifest: Any) -> Blocked:
+    """A verified ``lgdb1`` manifest's data opened; ``RecordDamagedError`` if it is not
+    one (no blocks, an unknown kind, a tail that does not parse exactly)."""
+    if not isinstance(manifest, bytes) or len(manifest) < 5:
+        raise RecordDamagedError("undecodable body (not a manifest)")
+    kind = next((mark for mark, byte in _KINDS.items() if byte == manifest[:1]), None)
+    count = int.from_bytes(manifest[1:5], "big")
+    end = 5 + count * DIGEST_BYTES
+    if kind is None or count == 0 or end > len(manifest):
+        raise RecordDamagedError("undecodable body (not a manifest)")
+    blocks = digests_of(manifest[5:end])
+    rest = manifest[end:]
+    empty = MapDigests((), ()) if kind == MAP_MARK else ListDigests(())
+    return Blocked(kind, blocks, digests_in(kind, rest) if rest else empty)
+
+
+def expanded(blocked: Blocked, opened: Sequence[tuple[str, bytes]]) -> ListDigests | MapDigests:
+    """The digests (and a dict's keys) ``blocked`` names, its blocks ``opened`` (each
+    verified against its digest: type and data): each must be a manifest of its kind
+    with exactly ``BLOCK_ENTRIES`` entries, or ``RecordDamagedError``."""
+    digests: list[bytes] = []
+    keys: list[bytes] = []
+    for type_, data in opened:
+        if type_ != blocked.kind:
+            raise RecordDamagedError("undecodable body (a block of another type)")
+        block = digests_in(type_, data)
+        if len(block) != BLOCK_ENTRIES:
+            raise RecordDamagedError("undecodable body (a block of the wrong length)")
+        digests += block
+        keys += getattr(block, "keys", ())
+    digests += blocked.tail
+    if blocked.kind == MAP_MARK:
+        return MapDigests(digests, (*keys, *blocked.tail.keys), blocked.blocks)  # type: ignore[attr-defined]
+    return ListDigests(digests, blocked.blocks)
+
+
+@dataclass(frozen=True)
+class Split:
+    """A list or dict value in element form: the manifest's type and data, and the
+    stored elements (a dict's values; its keys are in the manifest), with the blocks
+    naming its first entries where it is long (``blocks.py``; they are in ``stored``)."""
+
+    digests: tuple[bytes, ...]  # in list order, or the dict's (repeats allowed)
+    stored: dict[bytes, bytes]  # digest -> stored element, each once
+    keys: tuple[bytes, ...] | None = None  # a dict's keys, each as msgpack packs it
+    blocks: tuple[bytes, ...] = ()  # of BLOCK_ENTRIES entries each, from the first
+
+    @property
+    def kind(self) -> str:
+        return MARK if self.keys is None else MAP_MARK
+
+    @property
+    def mark(self) -> str:
+        return BLOCKED_MARK if self.blocks else self.kind
+
+    @property
+    def manifest(self) -> bytes:
+        if self.blocks:
+            tail = self.entries(len(self.blocks) * BLOCK_ENTRIES, len(self.digests))
+            return blocked_manifest(self.kind, self.blocks, tail)
+        return self.entries(0, len(self.digests))
+
+    def entries(self, start: int, end: int) -> bytes:
+        """The ``kind`` manifest of entries ``start`` to ``end`` (``b""``: none)."""
+        if self.keys is None or start == end:
+            return b"".join(self.digests[start:end])
+        keys = self.keys[start:end]
+        return b"".join((len(keys).to_bytes(4, "big"), *keys, *self.digests[start:end]))
+
+    @property
+    def named(self) -> ListDigests | MapDigests:
+        """Its digests as a reader of its manifest finds them (with its blocks)."""
+        if self.keys is None:
+            return ListDigests(self.digests, self.blocks)
+        return MapDigests(self.digests, self.keys, self.blocks)
 
 
 MSGPACK = "msgpack"  # LangGraph's serialization type whose arrays are their elements' bytes
@@ -171,11 +298,13 @@ def with_digests(type_: str, manifest: bytes, digests: Sequence[bytes]) -> bytes
     return b"".join(digests)
 
 
-def digests_of(manifest: Any) -> tuple[bytes, ...]:
+def digests_of(manifest: Any) -> ListDigests:
     """The element digests a verified manifest's data names, in order."""
     if not isinstance(manifest, bytes) or len(manifest) % DIGEST_BYTES:
         raise RecordDamagedError("undecodable body (not a manifest)")
-    return tuple([manifest[i : i + DIGEST_BYTES] for i in range(0, len(manifest), DIGEST_BYTES)])
+    return ListDigests(
+        [manifest[i : i + DIGEST_BYTES] for i in range(0, len(manifest), DIGEST_BYTES)]
+    )
 
 
 def may_be_manifest(record: bytes | None, window: int = 96) -> bool:

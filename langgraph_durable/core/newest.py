@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+from langgraph_durable.core.manifests import every_digest
+
 
 @dataclass
 class Newest:
@@ -22,13 +24,13 @@ class Newest:
 
     checkpoint_id: str
     versions: dict[str, Any]
-    manifests: dict[str, tuple[bytes, ...]]  # channel -> digests of its elements (elements.py)
+    manifests: dict[str, tuple[bytes, ...]]  # channel -> digests of its elements (and blocks)
     checked_from: int = 0  # where the next put's window of element checks starts (writes.py)
 
     @cached_property
     def digests(self) -> frozenset[bytes]:
         """Every element its manifests name."""
-        return frozenset(d for digests in self.manifests.values() for d in digests)
+        return frozenset(d for digests in self.manifests.values() for d in every_digest(digests))
 
 
 class NewestVersions:
@@ -60,7 +62,7 @@ class NewestVersions:
                 d
                 for newest in list(self._threads.get(thread_id, {}).values())
                 for digests in newest.manifests.values()
-                for d in digests
+                for d in every_digest(digests)
             }
         )
 

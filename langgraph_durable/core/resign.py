@@ -28,6 +28,12 @@ from langgraph_durable.core.envelope import Envelope
 from langgraph_durable.core.errors import RecordDamagedError
 from langgraph_durable.core.heads import newest_by_namespace, sealed_head
 from langgraph_durable.core.keys import KeySchema
+from langgraph_durable.core.manifests import (
+    BLOCKED_MARK,
+    VALUE_MARKS,
+    blocked_in,
+    blocked_manifest,
+)
 from langgraph_durable.core.ops import Batch, Plan, Script
 from langgraph_durable.core.records import member_label
 from langgraph_durable.core.reports import Finding
@@ -140,15 +146,47 @@ class _Rekey:
             # bl: [mark, manifest]; wr: [channel, mark, manifest] (a channel may be named
             # like a mark: never taken for one)
             first = 1 if kind == "wr" else 0
-            at = next(i for i in range(first, len(items)) if items[i] in elements.MARKS) + 1
-            digests = elements.digests_in(items[at - 1], items[at])
+            marks = elements.MARKS if kind == "wr" else VALUE_MARKS
+            at = next(i for i in range(first, len(items)) if items[i] in marks) + 1
+            if items[at - 1] == BLOCKED_MARK:
+                manifest = self._blocked(items[at])
+            else:
+                manifest = self._manifest(items[at - 1], items[at])
         except (ValueError, TypeError, StopIteration, msgpack.UnpackException, RecordDamagedError):
             return body  # not a manifest after all: re-sealed as it is
+        if manifest == items[at]:
+            return body
+        items[at] = manifest
+        return msgpack.packb(items, use_bin_type=True)  # type: ignore[no-any-return]
+
+    def _manifest(self, mark: str, manifest: bytes) -> bytes:
+        """An ``lgdl1`` or ``lgdm1`` manifest naming its elements by their new digests."""
+        digests = elements.digests_in(mark, manifest)
         renamed = [self._digest(d) for d in digests]
         if renamed == list(digests):
-            return body
-        items[at] = elements.with_digests(items[at - 1], items[at], renamed)
-        return msgpack.packb(items, use_bin_type=True)  # type: ignore[no-any-return]
+            return manifest
+        return elements.with_digests(mark, manifest, renamed)
+
+    def _blocked(self, manifest: bytes) -> bytes:
+        """An ``lgdb1`` manifest (blocks.py) naming blocks that name the new digests,
+        each block re-keyed too; a block missing or damaged stays (reported as before)."""
+        blocked = blocked_in(manifest)
+        tail = manifest[5 + len(blocked.blocks) * elements.DIGEST_BYTES :]
+        renamed = [self._block(blocked.kind, d) for d in blocked.blocks]
+        tail = self._manifest(blocked.kind, tail) if tail else tail
+        return blocked_manifest(blocked.kind, renamed, tail)
+
+    def _block(self, kind: str, digest: bytes) -> bytes:
+        stored = self.elements.get(digest)
+        if stored is None or elements.key_of(digest, stored, self.keys) is None:
+            return digest
+        inner = self._manifest(kind, elements.unpack(digest, stored, self.keys)[1])
+        block = b"%s\x00%s" % (kind.encode(), inner)
+        if block == stored and elements.key_of(digest, stored, self.keys) == self.key:
+            return digest  # current already
+        new = elements.digest_of(block, self.key)
+        self.stored[new] = block
+        return new
 
     def _digest(self, digest: bytes) -> bytes:
         stored = self.elements.get(digest)

@@ -24,12 +24,14 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from langgraph_durable.core import codec, values
+from langgraph_durable.core import blocks, codec, values
 from langgraph_durable.core.context import PlanContext
-from langgraph_durable.core.elements import may_be_manifest
+from langgraph_durable.core.elements import ValueRecords, may_be_manifest
+from langgraph_durable.core.errors import RecordDamagedError
 from langgraph_durable.core.heads import newest_by_namespace, sealed_head
 from langgraph_durable.core.keys import SEP, ThreadKeys
 from langgraph_durable.core.ledger_retention import forget_replayed
+from langgraph_durable.core.manifests import Blocked, every_digest
 from langgraph_durable.core.ops import Batch, Plan, Script
 from langgraph_durable.core.records import (
     PLAN_RETRIES,
@@ -152,6 +154,7 @@ def _elements_named(
     if isinstance(writes, Exception) or any(isinstance(v, Exception) for v in stored):
         return None  # a key of the wrong type: what it named is unknown, all stay
     named: set[bytes] = set()
+    blocked: list[Blocked] = []
     for blob_field, record in zip(blob_fields, stored[0] if stored else []):
         if record is None:
             return None
@@ -159,7 +162,21 @@ def _elements_named(
             digests = codec.manifest_of(ctx, tk.thread_id, blob_field, record)
             if digests is None:
                 return None
-            named.update(digests)
+            if isinstance(digests, Blocked):
+                blocked.append(digests)
+            named.update(every_digest(digests))
+    if blocked:  # what their blocks name: from Redis, each verified (blocks.py)
+        block_digests = sorted({d for b in blocked for d in b.blocks})
+        (found,) = yield Batch([("HMGET", tk.el, *block_digests)], errors_as_values=True)
+        if isinstance(found, Exception):
+            return None
+        read = ValueRecords(trust_cache=False)
+        read.elements.update(zip(block_digests, found))
+        for b in blocked:
+            try:
+                named.update(blocks.expand(ctx, b, read))
+            except RecordDamagedError:
+                return None  # a block unread: what it names is unknown, all stay
     for raw_member, record in writes.items():
         member = member_label(raw_member)
         if member.rsplit(SEP, 3)[0] in doomed or not may_be_manifest(record, window=-1):

@@ -15,10 +15,12 @@ import logging
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from langgraph_durable.core import codec, reply_codes
+from langgraph_durable.core import blocks, codec, reply_codes
 from langgraph_durable.core.context import PlanContext
 from langgraph_durable.core.elements import ValueRecords
+from langgraph_durable.core.errors import RecordDamagedError
 from langgraph_durable.core.keys import ThreadKeys
+from langgraph_durable.core.manifests import Blocked
 from langgraph_durable.core.ops import Batch, Plan
 from langgraph_durable.core.records import DecodedCheckpoint, member_label
 
@@ -69,11 +71,14 @@ def _with_elements(
     decoded: Iterable[DecodedCheckpoint] = (),
 ) -> Plan[None]:
     """Open the manifests among ``values`` and the pending writes of ``decoded``
-    (once) and read the elements they name that were not read yet, in one round trip."""
+    (once) and read the elements they name that were not read yet, in one round trip
+    (two where a blocked manifest's blocks were not read yet: ``blocks.py``)."""
     for blob_field, record in values.items():
-        if blob_field not in values.manifests:
+        if blob_field not in values.manifests and blob_field not in values.unexpanded:
             digests = codec.manifest_of(ctx, tk.thread_id, blob_field, record)
-            if digests:  # () stored whole; None damage, reported when opened
+            if isinstance(digests, Blocked):
+                values.unexpanded[blob_field] = digests
+            elif digests:  # () stored whole; None damage, reported when opened
                 values.manifests[blob_field] = digests
     for d in decoded:
         for raw_member, record in d.writes:
@@ -82,10 +87,19 @@ def _with_elements(
                 digests = codec.write_manifest_of(ctx, tk.thread_id, member, record)
                 if digests:
                     values.write_manifests[member] = digests
-    wanted = values.wanted_elements(ctx.element_cache)
-    if wanted:
-        replies = yield Batch(value_reads(tk, (), wanted), errors_as_values=True)
-        values.merge(from_replies(tk, (), wanted, replies))
+    for _ in range(2):  # the elements named, then those the blocks among them name
+        wanted = values.wanted_elements(ctx.element_cache)
+        if wanted:
+            replies = yield Batch(value_reads(tk, (), wanted), errors_as_values=True)
+            values.merge(from_replies(tk, (), wanted, replies))
+        if not values.unexpanded:
+            return
+        for blob_field, blocked in list(values.unexpanded.items()):
+            try:
+                values.manifests[blob_field] = blocks.expand(ctx, blocked, values)
+            except RecordDamagedError:  # reported when the value is opened
+                continue
+            del values.unexpanded[blob_field]
 
 
 def from_replies(

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from langgraph_durable.core import codec, elements
+from langgraph_durable.core import blocks, codec, elements
 from langgraph_durable.core.context import PlanContext
 from langgraph_durable.core.elements import ValueRecords
 from langgraph_durable.core.errors import RecordDamagedError
 from langgraph_durable.core.heads import head_checkpoint, newest_by_namespace, stale_reason
 from langgraph_durable.core.keys import SEP, ThreadKeys
+from langgraph_durable.core.manifests import BLOCKED_MARK, blocked_in
 from langgraph_durable.core.ops import Batch, Plan
 from langgraph_durable.core.records import (
     MALFORMED,
@@ -44,11 +45,15 @@ def _named_by_verified(
         except RecordDamagedError:
             continue
         type_, data = decoded[-2:] if len(decoded) >= 2 else (None, None)
-        if type_ in elements.MARKS:
-            try:
+        try:
+            if type_ == BLOCKED_MARK and kind == "bl":
+                blocked = blocked_in(data)
+                named.update(blocked)  # its blocks, even where one is damaged
+                named.update(blocks.expand(ctx, blocked, blobs))
+            elif type_ in elements.MARKS:
                 named.update(elements.digests_in(type_, data))
-            except RecordDamagedError:
-                continue
+        except RecordDamagedError:
+            continue
     return named
 
 

@@ -52,6 +52,7 @@ from langgraph_durable.core.fencing import held_token
 from langgraph_durable.core.heads import sealed_head
 from langgraph_durable.core.inputs import configurable
 from langgraph_durable.core.keys import ThreadKeys
+from langgraph_durable.core.manifests import every_digest
 from langgraph_durable.core.ops import Plan, Script
 from langgraph_durable.core.records import (
     NO_VALUE,
@@ -110,7 +111,7 @@ def put(
         value_record, split = codec.blob_records(ctx, thread_id, blob_field, channel, value)
         blobs.append((blob_field, value_record))
         if split is not None:
-            manifests[channel] = split.digests
+            manifests[channel] = split.named
             new_elements.update(split.stored)
     # The parent as this saver last wrote or read it (None: another one, or none).
     parent = ctx.newest_versions.entry((thread_id, ns)) if parent_id else None
@@ -201,9 +202,9 @@ def put(
                     if split is None:
                         continue
                     new_elements.update(split.stored)
-                    if split.digests != manifests[channel]:
+                    if every_digest(split.named) != every_digest(manifests[channel]):
                         remade.append((field_, remade_record))
-                        manifests[channel] = split.digests
+                        manifests[channel] = split.named
             elements = sorted(new_elements.items())
             unsent, checked_next = _unsent(
                 manifests, elements, ctx.element_cache, ctx.verify_elements_on_write, checked_from
@@ -376,7 +377,7 @@ def _unsent(
     sending = {d for d, _ in sent}
     named = [
         d
-        for d in dict.fromkeys(d for channel in sorted(manifests) for d in manifests[channel])
+        for d in dict.fromkeys(d for c in sorted(manifests) for d in every_digest(manifests[c]))
         if d not in sending
     ]
     if not named:
