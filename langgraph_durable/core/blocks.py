@@ -69,11 +69,11 @@ def expand(
     ``ElementDamagedError`` for a block missing or not the bytes its digest names,
     ``RecordDamagedError`` for one that is not a block."""
     found = getattr(values, "elements", {})
-    trusted = getattr(values, "trust_cache", True)
+    held = values.cached if isinstance(values, elements.ValueRecords) else ElementCache.get
     cache = ctx.element_cache
     opened = []
     for digest in blocked.blocks:
-        known = cache.get(digest) if trusted else None
+        known = held(cache, digest)
         if known is None:
             stored = found.get(digest)
             known = elements.unpack(digest, stored, ctx.element_keys)

@@ -139,15 +139,16 @@ def _load_elements(ctx: PlanContext, digests: tuple[bytes, ...], values: Mapping
     trusted = getattr(values, "trust_cache", True)
     accepted = accepted_types(ctx.serde)
     if trusted:  # the usual read of a thread this process knows: every one cached
-        cached = cache.get_all(digests)
+        cached = cache.get_all(digests, getattr(values, "pinned", {}))
         if cached is not None:
             if sum(len(data) for _, data in cached) > ctx.max_record_bytes:
                 raise _list_too_long(ctx)
             return _loaded(ctx, cached, digests, accepted)
     serialized = []
     total = 0
+    held = values.cached if isinstance(values, elements.ValueRecords) else elements.ElementCache.get
     for digest in digests:
-        known = cache.get(digest) if trusted else None
+        known = held(cache, digest)
         if known is None:
             stored = found.get(digest)
             opened = elements.unpack(digest, stored, ctx.element_keys)

@@ -266,10 +266,13 @@ class ElementCache:
         cached = self._by_digest
         return [d for d in digests if d not in cached]
 
-    def get_all(self, digests: Sequence[bytes]) -> list[tuple[str, bytes]] | None:
-        """Every one of ``digests``, in order, or None if any is not cached."""
-        get = self._by_digest.get
-        found = [get(d) for d in digests]
+    def get_all(
+        self, digests: Sequence[bytes], pinned: Mapping[bytes, tuple[str, bytes]]
+    ) -> list[tuple[str, bytes]] | None:
+        """Every one of ``digests``, in order, from the cache or ``pinned``, or None if
+        any is in neither."""
+        get, also = self._by_digest.get, pinned.get
+        found = [get(d) or also(d) for d in digests]
         return None if None in found else found  # type: ignore[return-value]
 
     def empty(self) -> None:
@@ -346,6 +349,9 @@ class ValueRecords(dict[str, "bytes | None"]):
         self.write_manifests: dict[str, tuple[bytes, ...]] = {}
         # blocked manifests opened whose blocks are not all read or verified (blocks.py)
         self.unexpanded: dict[str, Blocked] = {}
+        # cached elements this read relies on instead of reading them: kept here, as
+        # the cache may be emptied (full) before they are loaded
+        self.pinned: dict[bytes, tuple[str, bytes]] = {}
 
     def merge(self, other: Mapping[str, bytes | None]) -> None:
         self.update(other)
@@ -354,6 +360,7 @@ class ValueRecords(dict[str, "bytes | None"]):
             self.manifests.update(other.manifests)
             self.write_manifests.update(other.write_manifests)
             self.unexpanded.update(other.unexpanded)
+            self.pinned.update(other.pinned)
 
     def wanted_elements(self, cache: ElementCache) -> list[bytes]:
         """Digests the opened manifests name that were not read yet (and are not cached,
@@ -361,7 +368,21 @@ class ValueRecords(dict[str, "bytes | None"]):
         opened = (*self.manifests.values(), *self.write_manifests.values())
         named = named_by((*opened, *map(tuple, self.unexpanded.values())))
         unread = named - self.elements.keys()
-        return sorted(cache.uncached(unread) if self.trust_cache else unread)
+        if not self.trust_cache:
+            return sorted(unread)
+        wanted, get = [], cache.get
+        for digest in unread:
+            if (entry := get(digest)) is None:
+                wanted.append(digest)
+            else:
+                self.pinned[digest] = entry
+        return sorted(wanted)
+
+    def cached(self, cache: ElementCache, digest: bytes) -> tuple[str, bytes] | None:
+        """The element held for ``digest`` (where the cache is trusted), if any."""
+        if not self.trust_cache:
+            return None
+        return cache.get(digest) or self.pinned.get(digest)
 
     def lacking(self, cache: ElementCache) -> set[str]:
         """Blob fields without a record, and blob fields and write members whose manifest

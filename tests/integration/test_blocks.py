@@ -233,3 +233,18 @@ def test_a_reader_that_does_not_know_blocks_refuses_them(
     with pytest.raises(RecordDamagedError):
         codec.load_value(saver.core, type_, data)
     assert elements.may_be_manifest(newest_record(redis_client, saver, "format", "docs"))
+
+
+def test_a_cache_emptied_during_a_read_costs_no_fallback(redis_url: str, key_prefix: str) -> None:
+    """A read leaves out the elements (and blocks) its process holds; the cache may be
+    emptied (full) by what the same read adds before they are loaded: they are pinned
+    for the read, never reported missing (a worker would fall back past its own
+    newest checkpoint)."""
+    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as worker:
+        worker.core.element_cache.max_bytes = 20_000  # fills within a read or a put
+        out = run(worker, "small", 25)
+        for _ in range(3):
+            tup = worker.get_tuple(config("small"))
+            assert worker.recovery_report("small") is None
+            assert tup.checkpoint["channel_values"]["docs"] == out["docs"]
+            assert tup.checkpoint["channel_values"]["files"] == out["files"]
