@@ -139,7 +139,7 @@ def _load_elements(ctx: PlanContext, digests: tuple[bytes, ...], values: Mapping
     trusted = getattr(values, "trust_cache", True)
     accepted = accepted_types(ctx.serde)
     if trusted:  # the usual read of a thread this process knows: every one cached
-        cached = cache.get_all(digests, getattr(values, "pinned", {}))
+        cached = cache.get_all(digests)
         if cached is not None:
             if sum(len(data) for _, data in cached) > ctx.max_record_bytes:
                 raise _list_too_long(ctx)

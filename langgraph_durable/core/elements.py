@@ -266,13 +266,15 @@ class ElementCache:
         cached = self._by_digest
         return [d for d in digests if d not in cached]
 
-    def get_all(
-        self, digests: Sequence[bytes], pinned: Mapping[bytes, tuple[str, bytes]]
-    ) -> list[tuple[str, bytes]] | None:
-        """Every one of ``digests``, in order, from the cache or ``pinned``, or None if
-        any is in neither."""
-        get, also = self._by_digest.get, pinned.get
-        found = [get(d) or also(d) for d in digests]
+    def contents(self) -> dict[bytes, tuple[str, bytes]]:
+        """The elements cached now, by digest: a dict that only ever grows (``empty``
+        replaces it), so what a read found in it stays there for the read."""
+        return self._by_digest
+
+    def get_all(self, digests: Sequence[bytes]) -> list[tuple[str, bytes]] | None:
+        """Every one of ``digests``, in order, or None if any is not cached."""
+        get = self._by_digest.get
+        found = [get(d) for d in digests]
         return None if None in found else found  # type: ignore[return-value]
 
     def empty(self) -> None:
@@ -349,9 +351,9 @@ class ValueRecords(dict[str, "bytes | None"]):
         self.write_manifests: dict[str, tuple[bytes, ...]] = {}
         # blocked manifests opened whose blocks are not all read or verified (blocks.py)
         self.unexpanded: dict[str, Blocked] = {}
-        # cached elements this read relies on instead of reading them: kept here, as
-        # the cache may be emptied (full) before they are loaded
-        self.pinned: dict[bytes, tuple[str, bytes]] = {}
+        # the cache's contents a read relied on instead of reading from Redis: a full
+        # cache is emptied by replacing its dict, so these stay whole until loaded
+        self.held: list[dict[bytes, tuple[str, bytes]]] = []
 
     def merge(self, other: Mapping[str, bytes | None]) -> None:
         self.update(other)
@@ -360,29 +362,34 @@ class ValueRecords(dict[str, "bytes | None"]):
             self.manifests.update(other.manifests)
             self.write_manifests.update(other.write_manifests)
             self.unexpanded.update(other.unexpanded)
-            self.pinned.update(other.pinned)
+            self.held += [h for h in other.held if not any(h is mine for mine in self.held)]
 
-    def wanted_elements(self, cache: ElementCache) -> list[bytes]:
-        """Digests the opened manifests name that were not read yet (and are not cached,
-        where the cache is trusted)."""
-        opened = (*self.manifests.values(), *self.write_manifests.values())
-        named = named_by((*opened, *map(tuple, self.unexpanded.values())))
-        unread = named - self.elements.keys()
+    def wanted_elements(
+        self, cache: ElementCache, manifests: Iterable[tuple[bytes, ...]] | None = None
+    ) -> list[bytes]:
+        """Digests the opened manifests (or only ``manifests``) name that were not read
+        yet (and are not cached, where the cache is trusted: what is, this read keeps)."""
+        if manifests is None:
+            manifests = (*self.manifests.values(), *self.write_manifests.values())
+            manifests = (*manifests, *map(tuple, self.unexpanded.values()))
+        unread = named_by(manifests) - self.elements.keys()
         if not self.trust_cache:
             return sorted(unread)
-        wanted, get = [], cache.get
-        for digest in unread:
-            if (entry := get(digest)) is None:
-                wanted.append(digest)
-            else:
-                self.pinned[digest] = entry
-        return sorted(wanted)
+        contents = cache.contents()
+        if not any(contents is h for h in self.held):
+            self.held.append(contents)
+        return sorted(d for d in unread if d not in contents)
 
     def cached(self, cache: ElementCache, digest: bytes) -> tuple[str, bytes] | None:
         """The element held for ``digest`` (where the cache is trusted), if any."""
         if not self.trust_cache:
             return None
-        return cache.get(digest) or self.pinned.get(digest)
+        found = cache.get(digest)
+        if found is None:
+            for contents in self.held:
+                if (found := contents.get(digest)) is not None:
+                    break
+        return found
 
     def lacking(self, cache: ElementCache) -> set[str]:
         """Blob fields without a record, and blob fields and write members whose manifest
@@ -403,4 +410,7 @@ class ValueRecords(dict[str, "bytes | None"]):
 
 
 def named_by(manifests: Iterable[tuple[bytes, ...]]) -> set[bytes]:
-    return {d for digests in manifests for d in every_digest(digests)}
+    named: set[bytes] = set()
+    for digests in manifests:
+        named.update(digests, getattr(digests, "blocks", ()))
+    return named

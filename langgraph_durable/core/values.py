@@ -87,19 +87,24 @@ def _with_elements(
                 digests = codec.write_manifest_of(ctx, tk.thread_id, member, record)
                 if digests:
                     values.write_manifests[member] = digests
-    for _ in range(2):  # the elements named, then those the blocks among them name
-        wanted = values.wanted_elements(ctx.element_cache)
-        if wanted:
-            replies = yield Batch(value_reads(tk, (), wanted), errors_as_values=True)
-            values.merge(from_replies(tk, (), wanted, replies))
-        if not values.unexpanded:
-            return
-        for blob_field, blocked in list(values.unexpanded.items()):
-            try:
-                values.manifests[blob_field] = blocks.expand(ctx, blocked, values)
-            except RecordDamagedError:  # reported when the value is opened
-                continue
-            del values.unexpanded[blob_field]
+    yield from _read_wanted(tk, values, values.wanted_elements(ctx.element_cache))
+    if not values.unexpanded:
+        return
+    expanded = []  # then the elements the blocks name
+    for blob_field, blocked in list(values.unexpanded.items()):
+        try:
+            values.manifests[blob_field] = blocks.expand(ctx, blocked, values)
+        except RecordDamagedError:  # reported when the value is opened
+            continue
+        del values.unexpanded[blob_field]
+        expanded.append(values.manifests[blob_field])
+    yield from _read_wanted(tk, values, values.wanted_elements(ctx.element_cache, expanded))
+
+
+def _read_wanted(tk: ThreadKeys, values: ValueRecords, wanted: list[bytes]) -> Plan[None]:
+    if wanted:
+        replies = yield Batch(value_reads(tk, (), wanted), errors_as_values=True)
+        values.merge(from_replies(tk, (), wanted, replies))
 
 
 def from_replies(
