@@ -112,7 +112,7 @@ def test_a_put_of_a_known_thread_sends_no_block_again(saver: RedisSaver) -> None
         for c in getattr(op, "commands", [])
         if isinstance(c, tuple) and c[:2] == ("HSET", tk.el)
     ]
-    blocks = {d for d in sent if (saver.client.hget(tk.el, d) or b"").startswith(b"lgd")}
+    blocks = {d for d in sent if (saver.client.hget(tk.el, d) or b"").startswith((b"lgdl1\x00", b"lgdm1\x00"))}
     assert len(blocks) == 2 * (len(out["docs"]) // BLOCK_ENTRIES)  # docs' and files'
     assert all(sent.count(d) == 1 for d in blocks)
 
@@ -184,7 +184,7 @@ def test_a_damaged_block_is_never_read_and_the_next_put_writes_it_again(
         assert len(tup.checkpoint["channel_values"]["docs"]) < BLOCK_ENTRIES
         assert not redis_client.hexists(tk.el, block)  # moved aside, its bytes kept
         assert redis_client.hexists(tk.qt, fresh.keys.quarantine_field("el", block.hex()))
-        assert not fresh.verify("hurt").ok or redis_client.hlen(tk.qt)
+        assert not fresh.verify("hurt").ok  # until the worker sends the block again
     graph(saver).invoke({"stop": 10}, config("hurt"))  # the worker's next put
     assert redis_client.hget(tk.el, block) == good
     with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as fresh:
