@@ -112,7 +112,11 @@ def test_a_put_of_a_known_thread_sends_no_block_again(saver: RedisSaver) -> None
         for c in getattr(op, "commands", [])
         if isinstance(c, tuple) and c[:2] == ("HSET", tk.el)
     ]
-    blocks = {d for d in sent if (saver.client.hget(tk.el, d) or b"").startswith((b"lgdl1\x00", b"lgdm1\x00"))}
+    blocks = {
+        d
+        for d in sent
+        if (saver.client.hget(tk.el, d) or b"").startswith((b"lgdl1\x00", b"lgdm1\x00"))
+    }
     assert len(blocks) == 2 * (len(out["docs"]) // BLOCK_ENTRIES)  # docs' and files'
     assert all(sent.count(d) == 1 for d in blocks)
 
