@@ -34,7 +34,8 @@ from langgraph_durable.core.manifests import (
     ListDigests,
     MapDigests,
     Split,
-    expanded,
+    block_entries,
+    with_tail,
 )
 
 
@@ -67,17 +68,25 @@ def expand(
     """The digests ``blocked`` names, each block from the cache (where ``values``, a
     ``ValueRecords``, trusts it) or verified from ``values.elements`` (then cached);
     ``ElementDamagedError`` for a block missing or not the bytes its digest names,
-    ``RecordDamagedError`` for one that is not a block."""
+    ``RecordDamagedError`` for one that is not a block. Blocks held in the cache are
+    opened once: their entries are kept with them (``ElementCache.expansions``)."""
     found = getattr(values, "elements", {})
     held = values.cached if isinstance(values, elements.ValueRecords) else ElementCache.get
     cache = ctx.element_cache
     opened = []
+    all_held = True
     for digest in blocked.blocks:
         known = held(cache, digest)
         if known is None:
+            all_held = False
             stored = found.get(digest)
             known = elements.unpack(digest, stored, ctx.element_keys)
             cache.note_stored(digest, stored)  # verified: a put may check against it
             cache.add(digest, *known, None, None)
         opened.append(known)
-    return expanded(blocked, opened)
+    key = (blocked.kind, blocked.blocks)
+    entries = cache.expansions.get(key) if all_held else None
+    if entries is None:
+        entries = block_entries(blocked.kind, opened)
+        cache.remember_expansion(key, entries)
+    return with_tail(blocked, entries)

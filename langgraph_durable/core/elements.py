@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -54,6 +53,7 @@ from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 
 from langgraph_durable.core import inputs
 from langgraph_durable.core.compression import Compression
+from langgraph_durable.core.element_cache import ElementCache
 from langgraph_durable.core.errors import RecordDamagedError
 from langgraph_durable.core.manifests import (
     DIGEST_BYTES,
@@ -79,12 +79,24 @@ from langgraph_durable.core.manifests import (
 from langgraph_durable.core.split_memo import Remembered, SplitMemo
 
 __all__ = [  # the manifest names readers take from here (manifests.py owns them)
-    "DIGEST_BYTES", "MAP_MARK", "MARK", "MARKS", "PACKED_MARK", "PACKED_MARKS", "MapDigests",
-    "Split", "digests_in", "digests_of", "joined", "joined_map", "may_be_manifest", "with_digests",
+    "DIGEST_BYTES",
+    "MAP_MARK",
+    "MARK",
+    "MARKS",
+    "PACKED_MARK",
+    "PACKED_MARKS",
+    "ElementCache",
+    "MapDigests",
+    "Split",
+    "digests_in",
+    "digests_of",
+    "joined",
+    "joined_map",
+    "may_be_manifest",
+    "with_digests",
 ]  # fmt: skip
 MIN_ELEMENTS = 2
 MIN_AVERAGE_BYTES = 64  # below, 16 bytes of digest per element and a hash field cost more
-MAX_FINGERPRINTS = 1 << 17  # about 30 MB of them at most
 
 
 class ElementDamagedError(RecordDamagedError):
@@ -240,88 +252,6 @@ def split(
     return made, whole
 
 
-class ElementCache:
-    """Elements this process stored or verified, by digest (their serialized type and
-    bytes, decompressed) and by content (their digest and stored form). An element never
-    changes under its digest, so a read takes a cached one instead of reading and
-    verifying it again, and a put does not compress or hash again an element it stored.
-    Holds at most ``max_bytes`` of elements (crude: emptied whole when full, safe from
-    any thread)."""
-
-    def __init__(self, max_bytes: int = 32 << 20) -> None:
-        self.max_bytes = max_bytes
-        self._lock = threading.Lock()  # the size count; the dicts are safe on their own
-        self._size = 0
-        self._by_digest: dict[bytes, tuple[str, bytes]] = {}
-        self._by_content: dict[bytes, tuple[bytes, bytes]] = {}
-        # digest -> (length, SHA-1) of the bytes stored under it, for a put to check
-        # them (``known_as_stored``): kept apart from the content, so emptying it keeps them.
-        self._fingerprints: dict[bytes, tuple[int, bytes]] = {}
-
-    def get(self, digest: bytes) -> tuple[str, bytes] | None:
-        return self._by_digest.get(digest)
-
-    def uncached(self, digests: Iterable[bytes]) -> list[bytes]:
-        """Those of ``digests`` not cached, in order."""
-        cached = self._by_digest
-        return [d for d in digests if d not in cached]
-
-    def contents(self) -> dict[bytes, tuple[str, bytes]]:
-        """The elements cached now, by digest: a dict that only ever grows (``empty``
-        replaces it), so what a read found in it stays there for the read."""
-        return self._by_digest
-
-    def get_all(self, digests: Sequence[bytes]) -> list[tuple[str, bytes]] | None:
-        """Every one of ``digests``, in order, or None if any is not cached."""
-        get = self._by_digest.get
-        found = [get(d) for d in digests]
-        return None if None in found else found  # type: ignore[return-value]
-
-    def empty(self) -> None:
-        """Forget every element (what ``add`` does when full); fingerprints stay."""
-        self._by_digest, self._by_content, self._size = {}, {}, 0
-
-    def note_stored(self, digest: bytes, stored: bytes) -> None:
-        """Remember the bytes stored under ``digest`` by their length and SHA-1
-        (``known_as_stored``), once this process wrote them or verified them."""
-        if digest not in self._fingerprints:
-            if len(self._fingerprints) >= MAX_FINGERPRINTS:
-                self._fingerprints = {}
-            sha1 = hashlib.sha1(stored).hexdigest()[:15].encode()
-            self._fingerprints[digest] = (len(stored), digest + sha1)
-
-    def known_as_stored(self, digest: bytes) -> tuple[int, bytes] | None:
-        """The length of the bytes stored under ``digest`` and the digest followed by
-        the first 15 hex digits of their SHA-1 (what Redis's Lua can compute), or None
-        if this process never wrote nor verified them."""
-        return self._fingerprints.get(digest)
-
-    def by_content(self, plain: bytes) -> tuple[bytes, bytes] | None:
-        return self._by_content.get(plain)
-
-    def add(
-        self, digest: bytes, type_: str, data: bytes, plain: bytes | None, packed: bytes | None
-    ) -> tuple[bytes, bytes | None]:
-        """Keep the element; returns the (digest, stored form) its content is known by:
-        one another thread registered first wins, so two writes of one content at once
-        (a task's ``put_writes`` and the checkpoint's ``put``) store one ciphertext, not
-        two."""
-        size = len(data) + len(plain or b"")
-        size += len(packed) if packed is not None and packed is not plain else 0
-        if size > self.max_bytes:
-            return digest, packed
-        with self._lock:
-            if plain is not None and (first := self._by_content.get(plain)) is not None:
-                return first
-            if self._size + size > self.max_bytes:
-                self.empty()
-            self._by_digest[digest] = (type_, data)
-            if plain is not None and packed is not None:
-                self._by_content[plain] = (digest, packed)
-            self._size += size
-        return digest, packed
-
-
 def unpack(digest: bytes, stored: bytes | None, keys: Sequence[bytes] = ()) -> tuple[str, bytes]:
     """(serialization type, data) of the element stored under ``digest``, verified with
     any of the element ``keys`` or none (``key_of``)."""
@@ -378,7 +308,7 @@ class ValueRecords(dict[str, "bytes | None"]):
         contents = cache.contents()
         if not any(contents is h for h in self.held):
             self.held.append(contents)
-        return sorted(d for d in unread if d not in contents)
+        return sorted(unread.difference(contents))
 
     def cached(self, cache: ElementCache, digest: bytes) -> tuple[str, bytes] | None:
         """The element held for ``digest`` (where the cache is trusted), if any."""

@@ -111,20 +111,36 @@ def expanded(blocked: Blocked, opened: Sequence[tuple[str, bytes]]) -> ListDiges
     """The digests (and a dict's keys) ``blocked`` names, its blocks ``opened`` (each
     verified against its digest: type and data): each must be a manifest of its kind
     with exactly ``BLOCK_ENTRIES`` entries, or ``RecordDamagedError``."""
+    return with_tail(blocked, block_entries(blocked.kind, opened))
+
+
+def block_entries(
+    kind: str, opened: Sequence[tuple[str, bytes]]
+) -> tuple[tuple[bytes, ...], tuple[bytes, ...]]:
+    """The digests and keys (a list's: none) of the entries of blocks ``opened``, in
+    order, each block checked as ``expanded`` says."""
     digests: list[bytes] = []
     keys: list[bytes] = []
     for type_, data in opened:
-        if type_ != blocked.kind:
+        if type_ != kind:
             raise RecordDamagedError("undecodable body (a block of another type)")
         block = digests_in(type_, data)
         if len(block) != BLOCK_ENTRIES:
             raise RecordDamagedError("undecodable body (a block of the wrong length)")
         digests += block
         keys += getattr(block, "keys", ())
-    digests += blocked.tail
+    return tuple(digests), tuple(keys)
+
+
+def with_tail(
+    blocked: Blocked, entries: tuple[tuple[bytes, ...], tuple[bytes, ...]]
+) -> ListDigests | MapDigests:
+    """What ``blocked`` names, given its blocks' ``entries`` (``block_entries``)."""
+    digests, keys = entries
     if blocked.kind == MAP_MARK:
-        return MapDigests(digests, (*keys, *blocked.tail.keys), blocked.blocks)  # type: ignore[attr-defined]
-    return ListDigests(digests, blocked.blocks)
+        tail_keys = blocked.tail.keys  # type: ignore[attr-defined]
+        return MapDigests((*digests, *blocked.tail), (*keys, *tail_keys), blocked.blocks)
+    return ListDigests((*digests, *blocked.tail), blocked.blocks)
 
 
 @dataclass(frozen=True)

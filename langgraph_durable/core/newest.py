@@ -15,8 +15,6 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from langgraph_durable.core.manifests import every_digest
-
 
 @dataclass
 class Newest:
@@ -30,7 +28,10 @@ class Newest:
     @cached_property
     def digests(self) -> frozenset[bytes]:
         """Every element its manifests name."""
-        return frozenset(d for digests in self.manifests.values() for d in every_digest(digests))
+        named: set[bytes] = set()
+        for digests in self.manifests.values():
+            named.update(digests, getattr(digests, "blocks", ()))
+        return frozenset(named)
 
 
 class NewestVersions:
@@ -55,16 +56,12 @@ class NewestVersions:
             (n.checkpoint_id for ns, n in entries if checkpoint_ns in (None, ns)), default=None
         )
 
-    def elements(self, thread_id: str) -> list[bytes]:
+    def elements(self, thread_id: str) -> frozenset[bytes]:
         """Every element digest remembered for the thread (any namespace)."""
-        return sorted(
-            {
-                d
-                for newest in list(self._threads.get(thread_id, {}).values())
-                for digests in newest.manifests.values()
-                for d in every_digest(digests)
-            }
-        )
+        entries = list(self._threads.get(thread_id, {}).values())
+        if len(entries) == 1:
+            return entries[0].digests
+        return frozenset().union(*(newest.digests for newest in entries))
 
     def remember(
         self,

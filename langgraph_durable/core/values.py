@@ -53,11 +53,10 @@ def read_values(
     this process holds)."""
     values = ValueRecords(trust_cache=trust_cache) if into is None else into
     if fields:
-        guess = [
-            d
-            for d in ctx.newest_versions.elements(tk.thread_id)
-            if not values.trust_cache or ctx.element_cache.get(d) is None
-        ]
+        remembered = ctx.newest_versions.elements(tk.thread_id)
+        if values.trust_cache:
+            remembered = remembered.difference(ctx.element_cache.contents())
+        guess = sorted(remembered)
         replies = yield Batch(value_reads(tk, fields, guess), errors_as_values=True)
         values.merge(from_replies(tk, fields, guess, replies))
     yield from _with_elements(ctx, tk, values, decoded)
