@@ -37,6 +37,7 @@ PACKED_MARK = b"\xa5" + MARK.encode()  # how msgpack writes it inside a record's
 PACKED_MARKS = (PACKED_MARK, b"\xa5" + MAP_MARK.encode(), b"\xa5" + BLOCKED_MARK.encode())
 BLOCK_ENTRIES = 64  # entries per block: 1 KB of a list's digests, named by 16 bytes
 _KINDS = {MARK: b"l", MAP_MARK: b"m"}  # a blocked manifest's first byte: its blocks' type
+BLOCKED_HEADER = 5  # that byte, then the count of blocks (4 bytes)
 
 
 class ListDigests(tuple[bytes, ...]):
@@ -91,17 +92,22 @@ def blocked_manifest(kind: str, blocks: Sequence[bytes], tail: bytes) -> bytes:
     return b"".join((_KINDS[kind], len(blocks).to_bytes(4, "big"), *blocks, tail))
 
 
+def blocked_tail_at(blocks: int) -> int:
+    """Where the tail of a blocked manifest naming ``blocks`` blocks starts."""
+    return BLOCKED_HEADER + blocks * DIGEST_BYTES
+
+
 def blocked_in(manifest: Any) -> Blocked:
     """A verified ``lgdb1`` manifest's data opened; ``RecordDamagedError`` if it is not
     one (no blocks, an unknown kind, a tail that does not parse exactly)."""
-    if not isinstance(manifest, bytes) or len(manifest) < 5:
+    if not isinstance(manifest, bytes) or len(manifest) < BLOCKED_HEADER:
         raise RecordDamagedError("undecodable body (not a manifest)")
     kind = next((mark for mark, byte in _KINDS.items() if byte == manifest[:1]), None)
-    count = int.from_bytes(manifest[1:5], "big")
-    end = 5 + count * DIGEST_BYTES
+    count = int.from_bytes(manifest[1:BLOCKED_HEADER], "big")
+    end = blocked_tail_at(count)
     if kind is None or count == 0 or end > len(manifest):
         raise RecordDamagedError("undecodable body (not a manifest)")
-    blocks = digests_of(manifest[5:end])
+    blocks = digests_of(manifest[BLOCKED_HEADER:end])
     rest = manifest[end:]
     empty = MapDigests((), ()) if kind == MAP_MARK else ListDigests(())
     return Blocked(kind, blocks, digests_in(kind, rest) if rest else empty)

@@ -33,6 +33,7 @@ from langgraph_durable.core.manifests import (
     VALUE_MARKS,
     blocked_in,
     blocked_manifest,
+    blocked_tail_at,
 )
 from langgraph_durable.core.ops import Batch, Plan, Script
 from langgraph_durable.core.records import member_label
@@ -171,7 +172,7 @@ class _Rekey:
         """An ``lgdb1`` manifest (blocks.py) naming blocks that name the new digests,
         each block re-keyed too; a block missing or damaged stays (reported as before)."""
         blocked = blocked_in(manifest)
-        tail = manifest[5 + len(blocked.blocks) * elements.DIGEST_BYTES :]
+        tail = manifest[blocked_tail_at(len(blocked.blocks)) :]
         renamed = [self._block(blocked.kind, d) for d in blocked.blocks]
         tail = self._manifest(blocked.kind, tail) if tail else tail
         return blocked_manifest(blocked.kind, renamed, tail)
