@@ -74,6 +74,7 @@ from langgraph_durable.core.manifests import (
     may_be_manifest,
     msgpack_elements,
     msgpack_map_items,
+    named_by,
     with_digests,
 )
 from langgraph_durable.core.split_memo import Remembered, SplitMemo
@@ -337,10 +338,3 @@ class ValueRecords(dict[str, "bytes | None"]):
         return {f for f, record in self.items() if record is None} | {
             f for f, digests in named if gone.intersection(digests)
         }
-
-
-def named_by(manifests: Iterable[tuple[bytes, ...]]) -> set[bytes]:
-    named: set[bytes] = set()
-    for digests in manifests:
-        named.update(digests, getattr(digests, "blocks", ()))
-    return named

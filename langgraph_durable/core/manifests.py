@@ -75,6 +75,14 @@ def every_digest(digests: Sequence[bytes]) -> tuple[bytes, ...]:
     return (*getattr(digests, "blocks", ()), *digests)  # blocks first: a list grows at its end
 
 
+def named_by(manifests: Iterable[Sequence[bytes]]) -> set[bytes]:
+    """Every element the digests of ``manifests`` stand for (``every_digest``), once."""
+    named: set[bytes] = set()
+    for digests in manifests:
+        named.update(digests, getattr(digests, "blocks", ()))
+    return named
+
+
 class Blocked:
     """A blocked manifest (``lgdb1``) opened but not expanded: the type of its blocks
     (``MARK`` or ``MAP_MARK``), their digests, and its tail (the entries after them)."""

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+from langgraph_durable.core.manifests import named_by
+
 
 @dataclass
 class Newest:
@@ -28,10 +30,7 @@ class Newest:
     @cached_property
     def digests(self) -> frozenset[bytes]:
         """Every element its manifests name."""
-        named: set[bytes] = set()
-        for digests in self.manifests.values():
-            named.update(digests, getattr(digests, "blocks", ()))
-        return frozenset(named)
+        return frozenset(named_by(self.manifests.values()))
 
 
 class NewestVersions:
