@@ -35,12 +35,10 @@ row   fact                                        same request               oth
       time travel (LangGraph Server retrying a run)
 10    it started from a checkpoint that is still  NEW                        NEW
       saved, and this task did not start there
-11    a checkpoint saved after its last record,   NEW                        NEW
-      off this task's own way back, shows
-      another line went on
-12    anything else (its start was never saved:   ASK                        ASK
+11    anything else (its start was never saved:   ASK                        ASK
       ``exit``, a lost ``async`` checkpoint; no
-      run ids; the same input sent again)
+      run ids; the same input sent again; a
+      checkpoint saved since it last recorded)
 ====  ==========================================  =========================  ==========
 
 The request is compared before anything is replayed: a tool call's name and arguments; a
@@ -68,9 +66,10 @@ Why the rows are proofs:
   * 10: a crash resume restarts from the newest saved checkpoint on the crashed line,
     which is the one the crashed task started from: a task that started elsewhere is no
     resume of it.
-  * 11: a crashed execution saves nothing after its last record (async puts land in
-    order; ``exit`` saves at the end).
-  * 12: what is left cannot be told apart; LangGraph itself cannot.
+  * 11: what is left cannot be told apart; LangGraph itself cannot. A checkpoint saved
+    after the recorded execution's last record shows that some line went on, but not
+    that it is another line than the one this task is on (an ``exit`` run that stopped
+    at an interrupt saved the very checkpoint this task resumes from): asked, not new.
 """
 
 from __future__ import annotations
@@ -140,9 +139,7 @@ def decide(facts: Facts) -> Verdict:
             return _same(same, 9, "the same run")
     if f.start_saved:
         return Verdict(Answer.NEW, 10, "it started from a saved checkpoint this task did not")
-    if f.line_went_on:
-        return Verdict(Answer.NEW, 11, "a checkpoint saved since shows another line went on")
-    return Verdict(Answer.ASK, 12, "its start was not saved and no run ids tell")
+    return Verdict(Answer.ASK, 11, "its start was not saved and no run ids tell")
 
 
 def _same(same_request: bool, row: int, why: str) -> Verdict:
