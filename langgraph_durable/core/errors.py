@@ -152,6 +152,13 @@ class ToolOutcomeUnknownError(DurableError):
         self.reason = reason
 
 
+DIVERGED_ADVICE = (
+    "the ledger will not return a recorded result for a different call "
+    "(ToolLedger's default on_divergence='escalate' asks a human through "
+    "interrupt(); 'new_call' runs it as a new call)"
+)
+
+
 class ToolCallDivergedError(DurableError):
     """A replayed call differs from the call the ledger recorded at its place.
 
@@ -172,11 +179,7 @@ class ToolCallDivergedError(DurableError):
         requested_args: object,
         reason: str | None = None,
     ) -> None:
-        advice = reason or (
-            "the ledger will not return a recorded result for a different call "
-            "(ToolLedger's default on_divergence='escalate' asks a human through "
-            "interrupt(); 'new_call' runs it as a new call)"
-        )
+        advice = reason or DIVERGED_ADVICE
         super().__init__(
             f"call {position} of this task in thread {thread_id!r} was recorded as "
             f"{recorded_name}({recorded_args!r}) but is now "

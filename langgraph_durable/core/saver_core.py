@@ -26,7 +26,6 @@ Where each concern lives:
   ``delta.py``        ``get_delta_channel_history``
   ``fencing.py``      lease plans and the fencing token a write carries
   ``runs.py``         the run index ``delete_for_runs`` searches
-  ``saved_here.py``   the checkpoints this process's runs saved (for the ledger)
 """
 
 from __future__ import annotations

@@ -43,7 +43,6 @@ from langgraph_durable.core import (
     reply_codes,
     retention,
     round_trips,
-    saved_here,
 )
 from langgraph_durable.core.context import PlanContext
 from langgraph_durable.core.elements import ElementCache
@@ -137,8 +136,6 @@ def put(
     remade: list[tuple[str, bytes]] = []  # kept values' manifests made again (below)
     parent_versions = parent.versions if parent is not None else None
     head = sealed_head(ctx.envelope, thread_id, ns, checkpoint["id"])  # heads.py
-    # Before the write: a reader must never find it in Redis and not here.
-    saved_here.note(ctx.keys.prefix, thread_id, ns, checkpoint["id"], meta.get("source"))
     for attempt in (1, 2):
         named, unwritten, when = _kept_fields(
             ctx, ns, kept_versions, parent_id, parent_versions, checkpoint["channel_versions"]

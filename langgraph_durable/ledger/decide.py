@@ -99,7 +99,6 @@ class Facts:
     recorded_run: str | None = None
     run: str | None = None
     start_saved: bool = False  # the recorded execution's starting checkpoint is saved
-    line_went_on: bool = False  # a checkpoint saved since, off this task's way back
     same_request: bool = False  # tool: name and arguments; model: messages and tools
 
 

@@ -20,12 +20,14 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from langchain_core.messages import ToolMessage
 from langgraph.types import Command
 
-from langgraph_durable.core.errors import ToolCallDivergedError
+from langgraph_durable.core.errors import DIVERGED_ADVICE, ToolCallDivergedError
+from langgraph_durable.ledger.decide import Answer, decide
 from langgraph_durable.ledger.entries import (
     DIVERGED,
     RESULT,
@@ -35,7 +37,7 @@ from langgraph_durable.ledger.entries import (
     escalation_value,
     unknown_reason,
 )
-from langgraph_durable.ledger.sites import Site
+from langgraph_durable.ledger.sites import Site, TaskContext
 
 
 def recorded_at(entries: Iterable[LedgerEntry], site: Site) -> LedgerEntry | None:
@@ -49,6 +51,30 @@ def recorded_at(entries: Iterable[LedgerEntry], site: Site) -> LedgerEntry | Non
         if e.position == site.position and e.field != site.field and e.state != DIVERGED
     ]
     return max(others, key=lambda e: (e.started_at or 0.0, e.field), default=None)
+
+
+def suspect_at(ctx: TaskContext, site: Site) -> tuple[LedgerEntry, str] | None:
+    """The call another execution recorded at ``site``'s place, and why, when the
+    ledger cannot tell whether this call continues it (decide.py: ASK)."""
+    # Of several at the place (siblings of a fan-out, both unsure after a crash),
+    # the one that asked for the same call is the one to ask about.
+    alike = [
+        e
+        for e in ctx.suspects.values()
+        if (e.name, e.args_hash) == (site.name, site.where.args_hash)
+    ]
+    recorded = recorded_at(alike, site) or recorded_at(ctx.suspects.values(), site)
+    if recorded is None:
+        return None
+    facts = ctx.facts.get(recorded.execution)
+    if facts is None:
+        return None
+    same = recorded.name == site.name and recorded.args_hash == site.where.args_hash
+    verdict = decide(replace(facts, same_request=same))
+    if verdict.answer is not Answer.ASK:
+        return None
+    why = f"the ledger cannot tell whether this run continues it ({verdict.why})"
+    return recorded, f"{why}; {DIVERGED_ADVICE}"
 
 
 def diverged_entry(site: Site, recorded: LedgerEntry, hint: str | None = None) -> LedgerEntry:

@@ -133,6 +133,9 @@ class LedgerEntry:
     run_id: str | None = None
     request: str | None = None  # a model call: its request's digest
     journaled: bool = False  # a tool call: its AI message came from the model journal
+    message_id: str | None = None  # a tool call: the id of the AI message it came from
+    resumes: tuple[str, ...] = ()  # digests of the answers its task attempt was given
+    parents: tuple[tuple[str, str], ...] = ()  # the enclosing tasks (executions.Now)
     # A model answer (journal.py): settled once a call made from it was recorded;
     # replays counts the attempts it was handed to while unsettled.
     settled: bool = False
@@ -183,6 +186,8 @@ def sealed_entry(ctx: PlanContext, thread_id: str, entry: LedgerEntry) -> tuple[
         "from": entry.diverged_from,
         "hint": entry.hint,
         "x": [entry.task_id, entry.run_id, entry.request, entry.journaled, entry.start],
+        # decide.py's facts, apart from "x" so that earlier releases still read the record
+        "y": [entry.message_id, list(entry.resumes), [list(p) for p in entry.parents]],
         "m": [entry.settled, entry.replays],
         "drops": [list(d) for d in entry.drops],
         "decisions": [
@@ -264,6 +269,7 @@ def _typed(value: Any, *kinds: type | None) -> Any:
 def _execution_facts(body: dict[str, Any]) -> dict[str, Any]:
     """The execution facts of a record body (absent from records of earlier versions)."""
     task_id, run_id, request, journaled, start = body.get("x") or (None,) * 5
+    message_id, resumes, parents = body.get("y") or (None, (), ())
     settled, replays = body.get("m") or (False, 0)
     drops = tuple(
         (by, reason, float(at), str(what)) for by, reason, at, what in body.get("drops") or ()
@@ -274,6 +280,9 @@ def _execution_facts(body: dict[str, Any]) -> dict[str, Any]:
         "run_id": _text(run_id),
         "request": _text(request),
         "journaled": journaled is True,
+        "message_id": _text(message_id),
+        "resumes": tuple(_typed(r, str) for r in resumes),
+        "parents": tuple((_typed(c, str), _typed(t, str)) for c, t in parents),
         "settled": settled is True,
         "replays": replays if isinstance(replays, int) else 0,
         "drops": tuple((_text(by), _text(r), at, what) for by, r, at, what in drops),

@@ -1,79 +1,28 @@
-"""Executions: which recorded calls belong to the run that reaches a place again.
+"""Executions: the facts that tell which recorded calls belong to the run at a place.
 
 A recorded decision (a model answer, a tool call and its result) belongs to the
-*execution* that made it, and is replayed only when that execution resumes after a
-crash. LangGraph reaches the same place (namespace, superstep, node, path) again in
-many other ways: a fork or a "regenerate" (time travel), a second fork of the same
-checkpoint, a state edited with ``update_state``, a run after a rollback. Those are new
-executions: their calls are new calls, with new idempotency keys, never answered from
-another branch's record and never asked about as a divergence from it.
-
-What identifies an execution:
-  * It is named by the checkpoint its first recording task started from (the
-    ``execution`` part of every ledger field; ``.N`` is added when an execution from the
-    same checkpoint was rolled back). Every entry also records the id of the LangGraph
-    task that wrote it, the checkpoint it started from, and its run id (LangGraph
-    Server's ``run_id``, kept across the server's retries of a run; or one the caller set
-    in ``configurable``/``metadata``).
-  * A task attempt belongs to a recorded execution, checked in this order:
-      1. one of its runs was rolled back (``delete_for_runs``): never;
-      2. it started from a checkpoint one of the execution's task attempts started
-         from (so LangGraph gave it the same task id): a crash resume, an interrupt
-         answered (also in another run: LangGraph Server answers with a new run), a
-         ``RetryPolicy`` retry, a server retry of a run whose checkpoint was saved. Yes;
-      3. both have run ids: yes if they are the same run (the server retries a run with
-         its id; another run is another execution);
-      4. the task's run is a time travel (a fork, a regenerate): no;
-      5. the recorded execution's starting checkpoint is still saved: no (a resume from it
-         would have had the same task id: case 2). A fork's, an edited state's and every
-         finished run's checkpoints are saved, so this settles them;
-      6. its starting checkpoint was lost: a crash under ``durability="async"`` lost the
-         checkpoints in flight, or ``"exit"`` saved none of the run's. The resumed run
-         starts from an earlier checkpoint and reaches the place from a new one, with a
-         new task id. A crashed execution saved nothing after its last record (async
-         puts land in order; exit saves at the end): if the namespace holds a checkpoint
-         created since (by the UUID6 time in its id), other than the one the task started
-         from and those a run of this process saved (the resumed run re-creates the lost
-         ones, ``saved_here.py``), the execution ended (an exit run saved its end) or
-         another line went on from there (an ``update_state``, a new input): no. Else
-         it continues the crashed execution if the call carries its line:
-         a model call whose request (messages, their content and tool calls, ids left
-         out) is the recorded one; a tool call from an AI message whose tool-call ids the
-         execution recorded. A tool call from an AI message no journal produced, in an
-         execution whose calls came from such messages too, continues it (the ledger
-         cannot tell more; a call that differs is asked about, as before executions),
-         and so do a durable call and an execution whose records tell nothing (written
-         before executions were recorded, or damaged).
-  * Among the executions that qualify, the newest is taken; none: a new execution.
-Why each case gets the right answer: a crash resume under ``sync`` is case 2, under
-``async`` case 2 for the steps whose checkpoint landed and 6 for the others (the model
-step replays its answer, so the request and the tool-call ids are the recorded ones),
-under ``exit`` case 6 (the same input sent again from the same checkpoint, nothing saved
-since); a server retry is case 2 or 3, and a human's answer sent as a new run case 2.
-A fork, a regenerate and a second fork are case 4 (and 5 once continued); an edited
-question resubmitted or edited with ``update_state`` is case 4 or 5 (under ``exit``, 6:
-the edit's checkpoint was saved after the execution's last record); a run after a
-rollback is case 1 or 3.
-What it cannot tell: after a crash that lost the checkpoint a call started from, in a
-run without a run id, a new run that sends the same request again from the same
-checkpoint continues the crashed execution (LangGraph itself cannot tell the two
-apart); give runs ids (LangGraph Server does) to make it exact. Prompts that change on
-every call (a timestamp) make case 6 ask the model again. Case 6 compares the clock of
-the worker that recorded with the one that created a checkpoint: skewed clocks between
-workers (seconds) can hide a checkpoint saved just after a crash. And a process cannot
-tell its own runs' checkpoints apart, so an exit run's end is no news to the process
-that ran it: the same request on an ``update_state`` branch there continues it. A fork
-that crashed under ``exit`` saved nothing: sending the fork again is a new fork (case 4;
-LangGraph forks again too), so its calls run again; fork under ``sync`` or ``async``
-where tools have effects.
-Pure functions; ``store.py`` reads what they need in the task's one ledger read.
+*execution* that made it. LangGraph reaches the same place (namespace, superstep, node,
+path) again in many ways: a crash resume, an answered interrupt, a retry, a fork or a
+"regenerate", ``update_state``, a run after a rollback, a sibling of a fan-out. Which of
+them continues a recorded execution is decided by one table (``decide.py``); this module
+gathers its facts:
+  * ``now_of``: the task attempt's own, from its config (the checkpoint it started from,
+    its task id, run id, time travel, its node attempt, the answers to its interrupts,
+    the enclosing tasks of a subgraph);
+  * ``executions``: a place's entries grouped by the execution named in their field
+    (``.N`` added when an execution from the same checkpoint was rolled back), each
+    with the starts, run, answers, AI messages and enclosing tasks its entries recorded;
+  * ``facts_of`` and ``judge``: each recorded execution against the attempt, judged the
+    same (its calls replay on the same request), unsure (asked about) or another.
+A request digest (``request_digest``) leaves message ids out: they are fresh on every
+replay of an input. Pure functions; ``store.py`` reads what they need in the task's one
+ledger read.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -81,6 +30,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import RunnableConfig
 
+from langgraph_durable.ledger.decide import Answer, Facts, execution_of
 from langgraph_durable.ledger.entries import LedgerEntry
 
 _CONF = "configurable"
@@ -102,6 +52,11 @@ class Now:
     forked: bool  # its run travelled back in time (a fork, a regenerate)
     attempt: int  # LangGraph's node attempt: > 1 when a RetryPolicy runs it again
     answered: int = 0  # answers it is given to its interrupts (Command(resume=...))
+    resumes: tuple[str, ...] = ()  # digests of those answers, in order
+    # Per enclosing graph level: the checkpoint the parent task started from and that
+    # task's own namespace segment (name:task id). Tasks of one superstep that share a
+    # level's checkpoint but not its task are siblings (a fan-out): decide.py row 2.
+    parents: tuple[tuple[str, str], ...] = ()
 
 
 def now_of(config: RunnableConfig) -> Now:
@@ -116,9 +71,18 @@ def now_of(config: RunnableConfig) -> Now:
     scratchpad = conf.get(_SCRATCHPAD)
     resume = getattr(scratchpad, "resume", None)
     null_resume = getattr(scratchpad, "get_null_resume", None)  # False: nothing consumed
-    answered = len(resume) if isinstance(resume, list) else 0
-    if answered == 0 and callable(null_resume) and null_resume(False) is not None:
+    answers = list(resume) if isinstance(resume, list) else []
+    pending = null_resume(False) if callable(null_resume) else None
+    answered = len(answers)
+    if answered == 0 and pending is not None:
         answered = 1
+    if pending is not None:
+        answers.append(pending)
+    segments = own_ns.split("|") if own_ns else []
+    cmap = conf.get("checkpoint_map") or {}
+    parents = tuple(
+        (str(cmap.get("|".join(segments[:k]), "")), segments[k]) for k in range(len(segments) - 1)
+    )
     return Now(
         start=str(start or ""),
         start_ns=start_ns,
@@ -127,17 +91,24 @@ def now_of(config: RunnableConfig) -> Now:
         forked=conf.get(_REPLAY_STATE) is not None,
         attempt=attempt if isinstance(attempt, int) else 1,
         answered=answered,
+        resumes=tuple(value_digest(a) for a in answers),
+        parents=parents,
     )
 
 
 @dataclass(frozen=True)
 class Lineage:
-    """What a call says of the line it is on (case 6): a model call's request digest,
-    or a tool call's AI message (its tool-call ids, and whether a journal produced it)."""
+    """What a call says of the decision it comes from: a model call's request digest, or
+    a tool call's AI message (its id and tool-call ids)."""
 
     request: str | None = None
     call_ids: frozenset[str] = frozenset()
     journaled: bool = False
+    message_id: str | None = None  # the id of the AI message a tool call comes from
+    # Whether the task's answers to interrupts steer its calls (a node's model and
+    # durable calls); a ToolNode task's are the ledger's own questions, its calls come
+    # from the AI message (and LangGraph may lose a failed attempt's answers).
+    steered: bool = True
 
 
 @dataclass(frozen=True)
@@ -154,6 +125,9 @@ class Execution:
     call_ids: frozenset[str]
     journaled: bool  # its tool calls came from journaled AI messages
     legacy: bool  # recorded before executions were (no facts to check)
+    message_ids: frozenset[str] = frozenset()  # the AI messages its tool calls came from
+    resumes: tuple[str, ...] = ()  # the answers its attempts were given (the longest)
+    parents: tuple[tuple[str, str], ...] = ()  # its task's enclosing tasks (Now.parents)
 
 
 def executions(entries: Iterable[LedgerEntry], voided_runs: set[str]) -> list[Execution]:
@@ -178,49 +152,74 @@ def executions(entries: Iterable[LedgerEntry], voided_runs: set[str]) -> list[Ex
                 call_ids=frozenset(e.tool_call_id for e in group if e.tool_call_id),
                 journaled=any(e.journaled for e in group),
                 legacy=name == "",
+                message_ids=frozenset(e.message_id for e in group if e.message_id),
+                resumes=max((e.resumes for e in group), key=len, default=()),
+                parents=next((e.parents for e in group if e.parents), ()),
             )
         )
     return found
 
 
-def choose(
+@dataclass(frozen=True)
+class Judged:
+    """The executions recorded at a place, as decide.py sees them for one task attempt."""
+
+    same: Execution | None  # the one it continues (its calls replay on the same request)
+    unsure: list[Execution]  # those it may continue: their calls are asked about
+    facts: dict[str, Facts]  # the facts of every execution, by name
+
+
+def facts_of(
+    x: Execution,
+    now: Now,
+    saved_starts: set[str],
+    lineage: Lineage,
+) -> Facts:
+    """The proven facts of recorded execution ``x`` against the task attempt ``now``."""
+    return Facts(
+        rolled_back=x.void,
+        sibling=_siblings(x.parents, now.parents),
+        forked=now.forked,
+        same_start=bool(now.start) and now.start in x.starts and not x.legacy,
+        resume_changed=lineage.steered and _changed(x.resumes, now.resumes),
+        same_decision=lineage.message_id is not None and lineage.message_id in x.message_ids,
+        recorded_run=x.run_id,
+        run=now.run_id,
+        start_saved=not x.legacy and x.start in saved_starts,
+    )
+
+
+def judge(
     found: list[Execution],
     now: Now,
     saved_starts: set[str],
     lineage: Lineage,
-    saved_since: float | None = None,
-) -> Execution | None:
-    """The recorded execution the task attempt ``now`` continues, or None (module rules).
-    ``saved_since``: when the newest checkpoint of the namespace was created, leaving out
-    the one ``now`` started from and those runs of this process saved (None: no other)."""
-    live = [x for x in found if not x.void]  # 1
-    same_start = [x for x in live if now.start in x.starts and not x.legacy]
-    if same_start:  # 2
-        return _newest(same_start)
-    if now.run_id:  # 3
-        same_run = [x for x in live if x.run_id == now.run_id]
-        if same_run:
-            return _newest(same_run)
-        live = [x for x in live if x.run_id is None]
-    if now.forked:  # 4
-        return None
-    lost = [x for x in live if x.legacy or x.start not in saved_starts]  # 5
-    # 6: a checkpoint saved since it last recorded (its run's end under "exit", an
-    # update_state, a new input) means it is over or another line went on from there.
-    lost = [x for x in lost if saved_since is None or saved_since <= x.newest]
-    return _newest([x for x in lost if _continues(x, lineage)])
+) -> Judged:
+    """Which recorded executions the task attempt ``now`` continues, may continue, or
+    provably does not (decide.py, with the request taken as equal: each call compares
+    its own)."""
+    facts = {x.name: facts_of(x, now, saved_starts, lineage) for x in found}
+    answers = {x.name: execution_of(facts[x.name]) for x in found}
+    same = [x for x in found if answers[x.name] is Answer.REPLAY]
+    unsure = [x for x in found if answers[x.name] is Answer.ASK]
+    return Judged(_newest(same), unsure, facts)
 
 
-def _continues(x: Execution, lineage: Lineage) -> bool:
-    if x.legacy or (x.request is None and not x.call_ids):
-        return True  # nothing recorded to tell (older or damaged records): as before
-    if lineage.request is not None and x.request is not None:
-        return lineage.request == x.request
-    if lineage.call_ids and x.call_ids:
-        if lineage.call_ids & x.call_ids:
+def _siblings(recorded: tuple[tuple[str, str], ...], now: tuple[tuple[str, str], ...]) -> bool:
+    """Whether two tasks run under different tasks of one enclosing superstep: at the
+    first level where they part, both enclosing tasks started from one checkpoint."""
+    for (cp_a, task_a), (cp_b, task_b) in zip(recorded, now):
+        if cp_a != cp_b or not cp_a:
+            return False
+        if task_a != task_b:
             return True
-        return not (lineage.journaled or x.journaled)
-    return lineage.request is None and not lineage.call_ids  # a durable call: as before
+    return False
+
+
+def _changed(recorded: tuple[str, ...], now: tuple[str, ...]) -> bool:
+    """Whether the answers now given differ from those recorded (one being the start of
+    the other is the same answers, some still to come)."""
+    return any(a != b for a, b in zip(recorded, now))
 
 
 def _newest(candidates: list[Execution]) -> Execution | None:
@@ -238,6 +237,12 @@ def new_name(found: list[Execution], now: Now) -> str:
     while f"{base}.{n}" in taken:
         n += 1
     return f"{base}.{n}"
+
+
+def value_digest(value: Any) -> str:
+    """A digest of plain data (an answer to an interrupt)."""
+    text = json.dumps(_plain(value), sort_keys=True, separators=(",", ":"), default=repr)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def request_digest(request: Any) -> str:
@@ -284,16 +289,3 @@ def ai_messages(request: Any, depth: int = 0) -> list[AIMessage]:
     if callable(to_messages) and not isinstance(request, BaseMessage):
         return ai_messages(list(to_messages()), depth + 1)
     return []
-
-
-def created_at(checkpoint_id: str) -> float | None:
-    """When LangGraph created a checkpoint: its id is a UUID6, which holds the time."""
-    try:
-        value = uuid.UUID(checkpoint_id)
-    except (ValueError, TypeError):
-        return None
-    if value.version != 6:
-        return None
-    h = value.int
-    ticks = ((h >> 96) << 28) | (((h >> 80) & 0xFFFF) << 12) | ((h >> 64) & 0x0FFF)
-    return (ticks - _GREGORIAN_TO_UNIX) / 1e7

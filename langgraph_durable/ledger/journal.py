@@ -123,6 +123,17 @@ class ModelJournal(CallRunner):
         ]
         if entry is None or entry.state != RESULT:
             return call
+        if entry.request is not None and entry.request != call.request:
+            # decide.py: the same execution but another request (a prompt that changed,
+            # a state edited under it) is no replay; a model call has no side effects,
+            # so the model is asked again and its new answer's calls are judged anew.
+            logger.info(
+                "langgraph-durable: thread %r, step %d: the model call recorded at this "
+                "place had another request; asking the model again",
+                site.thread_id,
+                site.where.step,
+            )
+            return call
         now = ctx.place.now
         if not entry.settled:
             # Each interrupt answered since earns a replay: the attempt before stopped
@@ -146,17 +157,6 @@ class ModelJournal(CallRunner):
             call.earlier = []
         if not entry.settled:
             ctx.unsettled.append(entry)
-        recorded = (entry.args or {}).get("messages")
-        if recorded != call.messages:
-            logger.warning(
-                "langgraph-durable: thread %r, step %d: the model call recorded at "
-                "this place had %s request messages, this one has %d; replaying the "
-                "recorded answer (the journal matches by place)",
-                site.thread_id,
-                site.where.step,
-                recorded,
-                call.messages,
-            )
         ctx.entries[site.field] = entry
         call.recorded = entry
         self._remember(site.thread_id, entry)

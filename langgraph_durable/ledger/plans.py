@@ -35,6 +35,7 @@ from langgraph_durable.ledger.divergence import (
     recorded_at,
     skipped_result,
     standing_result,
+    suspect_at,
 )
 from langgraph_durable.ledger.entries import (
     DAMAGED,
@@ -117,7 +118,11 @@ class LedgerPlans(LedgerStore):
         diverged = []
         if self.on_divergence == "escalate":
             for other in ordered:
-                recorded = None if other.field in entries else recorded_at(entries.values(), other)
+                if other.field in entries:
+                    continue
+                recorded = recorded_at(entries.values(), other)
+                if recorded is None:
+                    recorded = self._asked_about(ctx, other)
                 if recorded is not None:
                     diverged.append(diverged_entry(other, recorded))
         # an unknown outcome whose place now holds another call is no question of its own
@@ -162,7 +167,9 @@ class LedgerPlans(LedgerStore):
         entry = ctx.entries.get(site.field)
         recorded = None
         if entry is None and self.on_divergence == "escalate":
-            recorded = recorded_at(ctx.entries.values(), site)
+            recorded = recorded_at(ctx.entries.values(), site) or self._asked_about(
+                ctx, site, policy
+            )
         if recorded is not None or (
             entry is not None
             and entry.outcome_unknown
@@ -182,6 +189,24 @@ class LedgerPlans(LedgerStore):
             ctx.entries[site.field] = entry = numbered
             yield escalation_note("lgd.escalation.raised", numbered)
         return entry if entry is not None and entry.escalations else None
+
+    def _asked_about(
+        self, ctx: TaskContext, site: Site, policy: Policy | None = None
+    ) -> LedgerEntry | None:
+        """The suspect a question is put about (``_suspect``), unless the tool retries
+        under the recorded key: an idempotent API then answers for the same call."""
+        suspect = suspect_at(ctx, site)
+        if suspect is None:
+            return None
+        recorded = suspect[0]
+        if (policy or self._policy_of(recorded)) == "retry" and (
+            recorded.args_hash == site.where.args_hash and recorded.idempotency_key
+        ):
+            ctx.borrowed[site.field] = recorded.idempotency_key
+            return None
+        if (policy or self._policy_of(recorded)) == "fail":
+            return None  # _begin raises
+        return recorded
 
     def _as_intent(
         self,
@@ -219,6 +244,12 @@ class LedgerPlans(LedgerStore):
             # "escalate" asked before the call began (a diverged entry): none reach here
             if recorded is not None and self.on_divergence != "new_call":
                 raise diverged_error(site, recorded)
+            suspect = suspect_at(ctx, site)
+            if suspect is not None and self.on_divergence == "raise":
+                raise diverged_error(site, suspect[0], suspect[1])
+            if suspect is not None and self.on_divergence == "escalate" and policy == "fail":
+                raise self._unknown(site, key, suspect[1])
+            key = ctx.borrowed.get(site.field, key)
             if ctx.ledger_damaged:  # an entry of this task may have been lost with it
                 raise self._unknown(site, key, "the ledger of this thread was damaged")
         elif entry.state == DIVERGED:
@@ -279,7 +310,7 @@ class LedgerPlans(LedgerStore):
     ) -> Plan[CallDecision | None]:
         """Apply a human's answer to a diverged call: ``skip`` records the standing
         result as the new call's, ``fail`` raises; None runs it (``retry``)."""
-        recorded = ctx.entries.get(entry.diverged_from or "")
+        recorded = ctx.recorded(entry.diverged_from or "")
         answer = ctx.answers.get(site.field)
         if answer is None:  # asked no more: the ledger was since told to run it
             if self.on_divergence == "new_call":

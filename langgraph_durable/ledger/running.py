@@ -87,7 +87,9 @@ class CallRunner(LedgerPlans):
         that apply to current attempts, or the interrupt (or invalid answer) that stops
         the task, for every call."""
         for slot, entry in escalations:
-            value, schema = question(ctx.place.thread_id, slot, entry, ctx.entries)
+            value, schema = question(
+                ctx.place.thread_id, slot, entry, {**ctx.suspects, **ctx.entries}
+            )
             decided = entry.decisions.get(slot)
             if decided is not None:
                 # An operator answered it (resolve): its interrupt() is never raised, on

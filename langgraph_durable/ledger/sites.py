@@ -19,6 +19,7 @@ import asyncio
 import hashlib
 import json
 import threading
+import uuid
 from collections.abc import Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ from langchain_core.runnables import RunnableConfig
 from pydantic import BaseModel
 
 from langgraph_durable.core.keys import KeySchema, LedgerField
+from langgraph_durable.ledger.decide import Facts
 from langgraph_durable.ledger.entries import DivergenceAnswer, EscalationAnswer, LedgerEntry
 from langgraph_durable.ledger.executions import Now, now_of
 
@@ -102,6 +104,16 @@ class TaskContext:
         self.model_calls = 0  # model calls claimed so far (journal.py)
         self.claimed: dict[tuple[str, str, str], int] = {}
         self.unsettled: list[LedgerEntry] = []  # model answers the next intent settles
+        # Entries of executions it may continue (decide.py: asked about), by field, and
+        # the facts of every recorded execution by name.
+        self.suspects: dict[str, LedgerEntry] = {}
+        self.facts: dict[str, Facts] = {}
+        self.borrowed: dict[str, str] = {}  # field -> a suspect's key a retry runs under
+        self.message_id: str | None = None  # the AI message its tool calls come from
+
+    def recorded(self, field: str) -> LedgerEntry | None:
+        """The entry of ``field`` in its execution or among the suspects."""
+        return self.entries.get(field) or self.suspects.get(field)
 
 
 def task_place(keys: KeySchema, config: RunnableConfig) -> _Place | None:
@@ -113,7 +125,7 @@ def task_place(keys: KeySchema, config: RunnableConfig) -> _Place | None:
     step = meta.get("langgraph_step")
     if thread_id is None or step is None:
         return None
-    ns = _without_own_task_id(str(conf.get("checkpoint_ns", "")))
+    ns = stable_namespace(str(conf.get("checkpoint_ns", "")), conf.get("checkpoint_map") or {})
     task = json.dumps(
         [meta.get("langgraph_node"), list(meta.get("langgraph_path") or ())],
         default=str,
@@ -171,7 +183,14 @@ def facts(ctx: TaskContext, entry: LedgerEntry | None = None) -> dict[str, Any]:
     checkpoint it stopped at finds its execution) and its run (the first run's)."""
     now = ctx.place.now
     run_id = entry.run_id if entry is not None and entry.run_id else now.run_id
-    return {"task_id": now.task_id or None, "start": now.start or None, "run_id": run_id}
+    return {
+        "task_id": now.task_id or None,
+        "start": now.start or None,
+        "run_id": run_id,
+        "resumes": now.resumes,
+        "parents": now.parents,
+        "message_id": ctx.message_id,
+    }
 
 
 def ordered_positions(calls: list[dict[str, Any]]) -> list[int]:
@@ -202,11 +221,34 @@ def site_idempotency_key(thread_id: str, field: str) -> str:
     return f"lgd-{digest[:32]}"
 
 
-def _without_own_task_id(ns: str) -> str:
-    """The running task's namespace without its own (replay-unstable) task id."""
-    head, _, last = ns.rpartition(_NS_SEP)
-    name = last.split(_NS_END, 1)[0]
-    return f"{head}{_NS_SEP}{name}" if head else name
+def stable_namespace(ns: str, checkpoint_map: Mapping[str, Any]) -> str:
+    """The task's namespace without the task ids in it, which ``exit`` (or a lost async
+    checkpoint) does not keep: every enclosing task is named by its node and the step of
+    the checkpoint it started from (the clock sequence LangGraph gives a checkpoint id is
+    its step), so a subgraph at any depth has the same place after a crash. Where that
+    step cannot be read (an id that is no UUID6), the task id stays."""
+    segments = ns.split(_NS_SEP) if ns else []
+    stable = []
+    for k, segment in enumerate(segments):
+        name, _, task_id = segment.partition(_NS_END)
+        if k == len(segments) - 1 or not task_id:
+            stable.append(name)
+            continue
+        step = checkpoint_step(str(checkpoint_map.get(_NS_SEP.join(segments[:k]), "")))
+        stable.append(f"{name}@{step}" if step is not None else segment)
+    return _NS_SEP.join(stable)
+
+
+def checkpoint_step(checkpoint_id: str) -> int | None:
+    """The step LangGraph wrote into a checkpoint id (``uuid6(clock_seq=step)``), or None."""
+    try:
+        value = uuid.UUID(checkpoint_id)
+    except (ValueError, TypeError):
+        return None
+    if value.version != 6:
+        return None
+    sequence = (value.int >> 48) & 0x3FFF
+    return sequence - 0x4000 if sequence >= 0x2000 else sequence  # -1: an input checkpoint
 
 
 def _messages_of(state: Any) -> list[Any]:
@@ -221,10 +263,10 @@ def _messages_of(state: Any) -> list[Any]:
 
 def position_in_message(
     state: Any, call: Mapping[str, Any]
-) -> tuple[int | None, list[dict[str, Any]]]:
+) -> tuple[int | None, list[dict[str, Any]], str | None]:
     """The call's index in the newest AI message that holds it (if exactly one of its
-    calls matches; identical duplicates fall back to the claim order), and its calls
-    (empty if no AI message holds it)."""
+    calls matches; identical duplicates fall back to the claim order), its calls (empty
+    if no AI message holds it), and that message's id."""
     for message in reversed(_messages_of(state)):
         if not isinstance(message, AIMessage) or not message.tool_calls:
             continue
@@ -237,8 +279,9 @@ def position_in_message(
             and tc.get("args") == call.get("args")
         ]
         if matches:
-            return (matches[0] if len(matches) == 1 else None), calls
-    return None, []
+            position = matches[0] if len(matches) == 1 else None
+            return position, calls, str(message.id) if message.id else None
+    return None, [], None
 
 
 def call_at(calls: list[dict[str, Any]], entry: LedgerEntry) -> dict[str, Any] | None:

@@ -3,7 +3,7 @@
 Owns the ledger's Redis conversation (``ledger_read.lua``, ``ledger_write.lua``): one
 read per task attempt, which also brings what ``executions.py`` needs to tell which
 execution the attempt belongs to (the starting checkpoints still saved, the runs rolled
-back, the namespace's newest checkpoints), and one write per change. Rules it keeps:
+back), and one write per change. Rules it keeps:
   * Nothing in a record is used before it verifies (``entries.open_entry``); a read
     also finds entries whose index member was lost and puts the index back together.
   * Every write carries this context's fencing token, like checkpoint writes; a damaged
@@ -20,7 +20,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from langgraph_durable.core import saved_here
 from langgraph_durable.core.fencing import held_token
 from langgraph_durable.core.heads import REPLAYED, ledger_mark
 from langgraph_durable.core.keys import LEDGER_RECORD, KeySchema
@@ -34,9 +33,8 @@ from langgraph_durable.ledger.entries import (
 )
 from langgraph_durable.ledger.executions import (
     Lineage,
-    choose,
-    created_at,
     executions,
+    judge,
     new_name,
 )
 from langgraph_durable.ledger.sites import TaskContext
@@ -53,7 +51,6 @@ class _Read:
     unindexed: list[bytes]
     saved: set[str]  # starting checkpoints of the place's executions still saved
     voided: set[str]  # runs rolled back
-    newest: list[str]  # the ids of the 8 newest checkpoints of the task's namespace
 
 
 class LedgerStore:
@@ -75,7 +72,7 @@ class LedgerStore:
         back (executions.py)."""
         tk = self._keys.thread(thread_id)
         void_min, void_max = self._keys.ledger_void_range()
-        wrongtype, damaged, flat, unindexed, saved, voids, newest, marks = yield Script(
+        wrongtype, damaged, flat, unindexed, saved, voids, marks = yield Script(
             "ledger_read", tk.with_twins(), [*bounds, "", prefix, start_member, void_min, void_max]
         )
         if wrongtype:
@@ -117,14 +114,8 @@ class LedgerStore:
         voided = voided_runs(self.saver.core, thread_id, voids)
         if voided:
             entries = [replace(e, rolled_back=e.run_id in voided) for e in entries]
-        newest_ids = []
-        for member in newest:
-            try:
-                newest_ids.append(self._keys.parse_checkpoint_member(member)[1])
-            except (ValueError, UnicodeDecodeError):
-                continue  # a damaged index member: no time to read from it
         saved_starts = {_text(s) for s in saved}
-        return _Read(entries, bool(damaged), list(unindexed), saved_starts, voided, newest_ids)
+        return _Read(entries, bool(damaged), list(unindexed), saved_starts, voided)
 
     def _write(
         self,
@@ -196,19 +187,22 @@ class LedgerStore:
             args += [x for field in read.unindexed for x in (field, "", "", "", "", "")]
             yield Script("ledger_write", self._keys.thread(place.thread_id).with_twins(), args)
         found = executions(read.entries, read.voided)
-        prefix, now = self._keys.prefix, place.now
-        # The newest checkpoint no run of this process saved: its own resumed run's are
-        # no news about a crashed execution (executions.py rule 6).
-        others = [
-            cid
-            for cid in read.newest
-            if cid != now.start
-            and not saved_here.by_a_run_here(prefix, place.thread_id, now.start_ns, cid)
-        ]
-        saved_since = created_at(others[0]) if others else None
-        chosen = choose(found, now, read.saved, lineage, saved_since)
+        judged = judge(found, place.now, read.saved, lineage)
+        chosen = judged.same
         ctx.execution = chosen.name if chosen is not None else new_name(found, place.now)
         ctx.entries = {e.field: e for e in read.entries if e.execution == ctx.execution}
+        unsure = {x.name for x in judged.unsure}
+        ctx.suspects = {e.field: e for e in read.entries if e.execution in unsure}
+        ctx.facts = judged.facts
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug(
+                "langgraph-durable: thread %r, task %s: continues %r, asks about %r, of %r",
+                place.thread_id,
+                place.prefix,
+                ctx.execution if chosen is not None else None,
+                sorted(unsure),
+                {x.name: judged.facts[x.name] for x in found},
+            )
         ctx.ledger_damaged = read.damaged
         for e in ctx.entries.values():
             if e.damage:

@@ -154,10 +154,13 @@ class ToolLedger(DurableCalls, ModelJournal, OperatorPlans):
         ctx = self._context(config, ledger._keys)
         if ctx is None:
             return self._outside()
-        position, message_calls = position_in_message(request.state, call)
+        position, message_calls, message_id = position_in_message(request.state, call)
         call_ids = frozenset(str(c["id"]) for c in message_calls if c.get("id"))
         answers = self._answers_of(ctx.place.thread_id, call_ids)
-        lineage = Lineage(call_ids=call_ids, journaled=bool(answers))
+        lineage = Lineage(
+            call_ids=call_ids, journaled=bool(answers), message_id=message_id, steered=False
+        )
+        ctx.message_id = ctx.message_id or message_id
         return _ToolCall(ledger, ctx, call, position, message_calls, policy, lineage, answers)
 
     def _tool_site(self, found: _ToolCall) -> Site:

@@ -123,8 +123,14 @@ def final_state(url: str, prefix: str, kind: str) -> Any:
         return graph.get_state({"configurable": {"thread_id": "t"}})
 
 
-def check_world(state: Any, effects: Effects) -> None:
-    """The run finished; each effect happened once and belongs to a final call."""
+def check_world(state: Any, effects: Effects, exact: bool = True) -> None:
+    """The run finished; each effect happened once and belongs to a final call.
+
+    ``exact=False`` (durability "exit"): a crashed exit run saved nothing, so the ledger
+    cannot tell its resume from a new run sending the same input (ledger/decide.py row
+    11): the model is asked again and the calls of its new answer are asked about beside
+    the recorded ones. The human answers from the effect file ("skip": the recorded
+    effect stands), so each final call has one effect, though not with its wording."""
     messages = state.values["messages"]
     assert not state.next and not state.tasks and not state.interrupts, state
     assert isinstance(messages[-1], AIMessage) and not messages[-1].tool_calls
@@ -137,11 +143,14 @@ def check_world(state: Any, effects: Effects) -> None:
         assert None not in keys and all(n == 1 for n in keys.values()), f"{tool}: {done}"
         wanted = sorted(repr(sorted(c["args"].items())) for c in calls if c["name"] == tool)
         got = sorted(repr(sorted(e["args"].items())) for e in done)
+        if not exact:
+            wanted, got = [len(wanted)], [len(got)]
         assert got == wanted, f"{tool} effects {got} != the final conversation's {wanted}"
     asked = [e for e in lines if e["kind"] == "asked"]
     diverged = [e for e in asked if e["args"]["type"] == "tool_call_diverged"]
-    assert not diverged, f"divergences asked about: {diverged}"
-    assert all(e["tool"] in NON_IDEMPOTENT for e in asked), asked  # charge retries alone
+    assert not diverged or not exact, f"divergences asked about: {diverged}"
+    if exact:
+        assert all(e["tool"] in NON_IDEMPOTENT for e in asked), asked  # charge retries alone
 
 
 @pytest.mark.parametrize("durability", ["sync", "async", "exit"])
@@ -155,7 +164,7 @@ def test_sigkills_with_a_model_that_answers_differently_repeat_no_effect(
         effects = str(tmp_path / mode)
         prefix = f"{key_prefix}:{mode}"  # under the fixture's prefix: deleted with it
         run_schedule(redis_url, prefix, effects, kind, durability, mode, kills)
-        check_world(final_state(redis_url, prefix, kind), Effects(effects))
+        check_world(final_state(redis_url, prefix, kind), Effects(effects), durability != "exit")
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         list(pool.map(one, ["sync", "async"]))
@@ -171,3 +180,17 @@ def test_without_the_journal_a_crash_makes_the_model_diverge(
     run_schedule(redis_url, key_prefix, effects, kind, "exit", "sync", [("tool_after_effect", 4)])
     with pytest.raises(AssertionError, match="divergences asked about|effects"):
         check_world(final_state(redis_url, key_prefix, kind), Effects(effects))
+
+
+@pytest.mark.parametrize("kind", ["toolnode-unjournaled", "create_agent-unjournaled"])
+def test_under_exit_a_model_that_is_not_journaled_repeats_no_effect(
+    redis_url: str, key_prefix: str, tmp_path: Any, kind: str
+) -> None:
+    """The model answers with fresh ids and wording on every call and nothing journals
+    it; every kill under "exit" saves nothing and the same input is sent again. The
+    ledger cannot tell that from a new run (ledger/decide.py row 11): it asks about each
+    call beside a recorded one instead of running it as new, and no effect repeats."""
+    effects = str(tmp_path / "effects")
+    kills = SCHEDULES[("toolnode", "exit")]
+    run_schedule(redis_url, key_prefix, effects, kind, "exit", "sync", kills)
+    check_world(final_state(redis_url, key_prefix, kind), Effects(effects), exact=False)

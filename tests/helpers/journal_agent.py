@@ -248,10 +248,17 @@ def build(
 
 def answer(value: dict[str, Any], effects: Effects) -> dict[str, Any]:
     """A human answering an escalation from the world's record of what happened."""
-    effects.append(tool=value.get("name"), kind="asked", key=None, args={"type": value["type"]})
+    call = value.get("call") or value  # a question about a call beside a recorded one
+    effects.append(tool=call.get("name"), kind="asked", key=None, args={"type": value["type"]})
     key = value.get("idempotency_key") or value.get("call", {}).get("idempotency_key")
+    recorded = value.get("recorded") or {}
+    if recorded.get("name") == value.get("call", {}).get("name") and any(
+        e["kind"] == "effect" and e["key"] == recorded.get("idempotency_key")
+        for e in effects.lines()
+    ):  # a call asked about beside a recorded one of the same tool that took effect
+        key = recorded["idempotency_key"]
     if any(e["kind"] == "effect" and e["key"] == key for e in effects.lines()):
-        return {"action": "skip", "result": output_of(value["name"], value["args"])}
+        return {"action": "skip", "result": output_of(call["name"], call["args"])}
     return {"action": "retry"}
 
 

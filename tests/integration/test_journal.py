@@ -285,9 +285,11 @@ def test_a_sync_call_on_the_async_savers_loop_is_refused_with_advice(
 # -- what a replay does with a request that differs, and with damage ------------------------
 
 
-def test_a_request_that_differs_gets_the_recorded_answer_and_a_warning(
+def test_a_request_that_differs_asks_the_model_again(
     saver: RedisSaver, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """decide.py: the request is compared before anything is replayed; a prompt that
+    changed (a timestamp) is another request, so the model is asked again."""
     ledger = ToolLedger(saver)
     model = RandomModel()
     journaled = ledger.model(model)
@@ -301,10 +303,10 @@ def test_a_request_that_differs_gets_the_recorded_answer_and_a_warning(
         crash("answered")
         return {"messages": [answers[-1]]}
 
-    with caplog.at_level(logging.WARNING, logger="langgraph_durable"):
+    with caplog.at_level(logging.INFO, logger="langgraph_durable"):
         crash_then_resume(saver, body)
-    assert answers[0] == answers[1] and model.calls == 1
-    assert "had 1 request messages, this one has 2" in caplog.text
+    assert answers[0] != answers[1] and model.calls == 2
+    assert "had another request; asking the model again" in caplog.text
 
 
 def test_a_damaged_journal_record_asks_the_model_again(

@@ -20,7 +20,6 @@ ROWS = [
     (8, Facts(recorded_run="r1", run="r2"), N, N),
     (9, Facts(recorded_run="r1", run="r1", start_saved=True), R, A),
     (10, Facts(start_saved=True, recorded_run="r1"), N, N),
-    (11, Facts(line_went_on=True), A, A),
     (11, Facts(), A, A),
 ]
 
@@ -59,7 +58,6 @@ def test_replay_needs_proof_of_the_execution_and_the_request() -> None:
         "resume_changed",
         "same_decision",
         "start_saved",
-        "line_went_on",
         "same_request",
     ]
     for values in itertools.product([False, True], repeat=len(names)):
@@ -77,7 +75,6 @@ def test_replay_needs_proof_of_the_execution_and_the_request() -> None:
                     or facts.resume_changed
                     or runs == ("r1", "r2")
                     or facts.start_saved
-                    or facts.line_went_on
                 )
 
 

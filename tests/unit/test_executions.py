@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 from typing import Any
-from uuid import uuid4
 
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
@@ -14,9 +13,8 @@ from langgraph_durable.ledger.executions import (
     Lineage,
     Now,
     ai_messages,
-    choose,
-    created_at,
     executions,
+    judge,
     new_name,
     now_of,
     request_digest,
@@ -41,71 +39,92 @@ def recorded(name: str = "cp-1", **facts: Any) -> Execution:
     return replace(base, **facts)
 
 
-def test_the_same_starting_checkpoint_continues_it_even_for_a_fork() -> None:
+def same(
+    found: list[Execution],
+    now: Now = NOW,
+    saved: set[str] | None = None,
+    lineage: Lineage | None = None,
+) -> Execution | None:
+    return judge(found, now, saved or set(), lineage or Lineage()).same
+
+
+def unsure(
+    found: list[Execution],
+    now: Now = NOW,
+    saved: set[str] | None = None,
+    lineage: Lineage | None = None,
+) -> list[Execution]:
+    return judge(found, now, saved or set(), lineage or Lineage()).unsure
+
+
+def test_the_same_starting_checkpoint_continues_it_but_not_under_time_travel() -> None:
     mine = recorded("cp-2")
-    assert choose([recorded("cp-1"), mine], replace(NOW, forked=True), {"cp-1"}, Lineage()) == mine
+    assert same([recorded("cp-1"), mine], saved={"cp-1"}) == mine
+    assert same([mine], replace(NOW, forked=True), {"cp-2"}) is None
+    assert unsure([mine], replace(NOW, forked=True), {"cp-2"}) == [mine]  # row 3
 
 
 def test_a_start_any_attempt_of_it_used_continues_it_across_runs() -> None:
     """A retry of run r1 escalated from checkpoint cp-2; the answer comes as run r2."""
     mine = recorded("cp-1", run_id="r1", starts=frozenset({"cp-1", "cp-2"}))
-    assert choose([mine], replace(NOW, run_id="r2"), {"cp-2"}, Lineage()) == mine
-
-
-def test_a_lost_start_is_not_continued_once_a_checkpoint_was_saved_since() -> None:
-    lost = recorded("cp-1", request="abc", newest=10.0)
-    assert choose([lost], NOW, set(), Lineage(request="abc"), saved_since=9.0) == lost
-    assert choose([lost], NOW, set(), Lineage(request="abc"), saved_since=11.0) is None
+    assert same([mine], replace(NOW, run_id="r2"), {"cp-2"}) == mine
 
 
 def test_a_rolled_back_execution_is_never_continued() -> None:
     void = recorded("cp-2", void=True, run_id="r1")
-    assert choose([void], NOW, set(), Lineage()) is None
+    assert same([void]) is None and unsure([void]) == []
     assert new_name([void], NOW) == "cp-2.1"  # a new one from the same checkpoint
 
 
 def test_run_ids_decide_when_both_have_one() -> None:
-    same, other = recorded("cp-1", run_id="r1"), recorded("cp-0", run_id="r0")
-    now = replace(NOW, run_id="r1", forked=True)
-    assert choose([other, same], now, {"cp-1", "cp-0"}, Lineage()) == same
-    assert choose([other], replace(now, forked=False), set(), Lineage()) is None
+    mine, other = recorded("cp-1", run_id="r1"), recorded("cp-0", run_id="r0")
+    now = replace(NOW, run_id="r1")
+    assert same([other, mine], now) == mine
+    assert unsure([other], now) == []
 
 
-def test_a_fork_starts_a_new_execution() -> None:
-    lost = recorded("cp-1")  # even one whose checkpoint was lost
-    assert choose([lost], replace(NOW, forked=True), set(), Lineage()) is None
+def test_a_fork_from_a_saved_checkpoint_is_new_and_from_a_lost_one_asked() -> None:
+    assert unsure([recorded("cp-1")], replace(NOW, forked=True), {"cp-1"}) == []
+    lost = recorded("cp-1")
+    assert unsure([lost], replace(NOW, forked=True)) == [lost]
 
 
 def test_an_execution_whose_checkpoint_is_saved_is_not_continued_from_another() -> None:
-    assert choose([recorded("cp-1")], NOW, {"cp-1"}, Lineage()) is None
+    assert same([recorded("cp-1")], saved={"cp-1"}) is None
+    assert unsure([recorded("cp-1")], saved={"cp-1"}) == []
 
 
-def test_a_lost_checkpoint_is_continued_by_a_call_on_its_line() -> None:
-    lost = recorded("cp-1", request="abc", call_ids=frozenset({"c1"}), journaled=True)
-    assert choose([lost], NOW, set(), Lineage(request="abc")) == lost
-    assert choose([lost], NOW, set(), Lineage(request="xyz")) is None
-    assert choose([lost], NOW, set(), Lineage(call_ids=frozenset({"c1", "c2"}))) == lost
-    assert choose([lost], NOW, set(), Lineage(call_ids=frozenset({"c9"}))) is None
+def test_a_call_from_the_same_ai_message_continues_it_whatever_else() -> None:
+    """decide.py row 6: an answered interrupt re-sent to its checkpoint, in another run."""
+    mine = recorded("cp-1", run_id="r1", message_ids=frozenset({"m1"}))
+    now = replace(NOW, run_id="r2")
+    assert same([mine], now, {"cp-1"}, Lineage(message_id="m1")) == mine
+    assert same([mine], now, {"cp-1"}, Lineage(message_id="m2")) is None
 
 
-def test_unjournaled_tool_calls_are_continued_as_before_executions() -> None:
-    """Without a journal a replayed model answers otherwise: asked about, as before."""
-    lost = recorded("cp-1", call_ids=frozenset({"c1"}))
-    assert choose([lost], NOW, set(), Lineage(call_ids=frozenset({"c9"}))) == lost
-    journaled_now = Lineage(call_ids=frozenset({"c9"}), journaled=True)
-    assert choose([lost], NOW, set(), journaled_now) is None
+def test_a_lost_start_without_run_ids_is_asked_about_never_new() -> None:
+    """Under exit, or after an async checkpoint was lost: the ledger cannot tell."""
+    lost = recorded("cp-1", request="abc", call_ids=frozenset({"c1"}))
+    for lineage in (Lineage(request="abc"), Lineage(request="xyz"), Lineage()):
+        assert same([lost], lineage=lineage) is None
+        assert unsure([lost], lineage=lineage) == [lost]
 
 
-def test_entries_without_facts_and_legacy_ones_are_continued() -> None:
-    assert choose([recorded("cp-1")], NOW, set(), Lineage(request="abc")) is not None
-    legacy = recorded("")
-    assert choose([legacy], NOW, {"cp-1"}, Lineage()) == legacy
-    assert choose([legacy], replace(NOW, forked=True), set(), Lineage()) is None
+def test_an_interrupt_answered_otherwise_is_another_branch() -> None:
+    mine = recorded("cp-2", resumes=("q1",))
+    assert same([mine], replace(NOW, resumes=("q1", "more"))) == mine
+    assert same([mine], replace(NOW, resumes=("q2",))) is None
+    assert unsure([mine], replace(NOW, resumes=("q2",))) == [mine]  # row 5, same request
 
 
-def test_the_newest_qualifying_execution_is_taken() -> None:
-    old, new = recorded("cp-1", newest=1.0), recorded("cp-0", newest=2.0)
-    assert choose([old, new], NOW, set(), Lineage()) == new
+def test_siblings_of_one_superstep_are_other_executions() -> None:
+    """Two subgraph tasks started from one parent checkpoint (a fan-out)."""
+    sibling = recorded("sub-a", parents=(("root-cp", "sub:a"),))
+    now = replace(NOW, start="sub-b", parents=(("root-cp", "sub:b"),), run_id="r")
+    assert unsure([replace(sibling, run_id="r")], now) == []
+    assert same([replace(sibling, run_id="r")], now) is None
+    resumed = replace(now, parents=(("root-cp2", "sub:b"),))  # exit: a new root checkpoint
+    assert same([replace(sibling, run_id="r")], resumed) == replace(sibling, run_id="r")
 
 
 def test_executions_sum_up_their_entries() -> None:
@@ -161,17 +180,6 @@ def test_a_request_digest_reads_a_prompts_variables_without_message_ids() -> Non
     assert ai_messages({"messages": [HumanMessage("hi"), answer]}) == [answer]
 
 
-def test_a_checkpoint_id_tells_when_it_was_created() -> None:
-    import time
-
-    from langgraph.checkpoint.base.id import uuid6
-
-    before = time.time()
-    made = created_at(str(uuid6(clock_seq=-2)))
-    assert made is not None and before - 1 <= made <= time.time() + 1
-    assert created_at("not-a-uuid") is None and created_at(str(uuid4())) is None
-
-
 def test_now_reads_the_task_config() -> None:
     class Info:
         node_attempt = 2
@@ -201,3 +209,24 @@ def test_now_reads_the_task_config() -> None:
     now = now_of(config)
     assert (now.start, now.start_ns, now.task_id) == ("sub-cp", "sub:p1", "t1")
     assert (now.run_id, now.forked, now.attempt, now.answered) == ("r9", True, 2, 2)
+    assert len(now.resumes) == 2 and now.resumes[0] != now.resumes[1]
+    assert now.parents == (("root-cp", "sub:p1"),)
+
+
+def test_a_place_keeps_no_task_id_at_any_depth() -> None:
+    """decide.py rows need a place that survives exit: enclosing tasks are named by their
+    node and the step of the checkpoint they started from, never by their task id."""
+    from langgraph.checkpoint.base.id import uuid6
+
+    from langgraph_durable.ledger.sites import checkpoint_step, stable_namespace
+
+    root, sub = str(uuid6(clock_seq=4)), str(uuid6(clock_seq=1))
+    cmap = {"": root, "agent:t1": sub}
+    assert stable_namespace("agent:t1|tools:t2", cmap) == "agent@4|tools"
+    again = {"": str(uuid6(clock_seq=4)), "agent:t9": str(uuid6(clock_seq=1))}
+    assert stable_namespace("agent:t9|tools:t8", again) == "agent@4|tools"
+    deep = {**cmap, "agent:t1|inner:t3": str(uuid6(clock_seq=0))}
+    assert stable_namespace("agent:t1|inner:t3|tools:t4", deep) == "agent@4|inner@1|tools"
+    assert stable_namespace("agent:t1|tools:t2", {"": "not-a-uuid"}) == "agent:t1|tools"
+    assert stable_namespace("tools:t2", {}) == "tools" and stable_namespace("", {}) == ""
+    assert checkpoint_step(str(uuid6(clock_seq=-1))) == -1

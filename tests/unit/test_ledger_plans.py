@@ -113,8 +113,7 @@ def read_reply(
         record = (records or {}).get(e.field) or sealed_entry(ledger.saver.core, THREAD, e)[0]
         flat += [e.field.encode(), record]
     saved = [START.encode()]  # the starting checkpoint is still saved
-    newest = [ledger._keys.checkpoint_member("", START).encode()]
-    return [[], damaged, flat, unindexed or [], saved, voids or [], newest, marks or []]
+    return [[], damaged, flat, unindexed or [], saved, voids or [], marks or []]
 
 
 def load(ledger: ToolLedger, ctx: TaskContext, reply: list[Any], *more: Any) -> list[Any]:

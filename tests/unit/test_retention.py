@@ -137,7 +137,7 @@ def test_prune_deletes_the_oldest_and_the_values_only_they_reference() -> None:
             prune_script(store, b"1700000000000042"),
             ("batch:HMGET", store.hmget),  # the newest verifies: it is pinned
             ("delete_checkpoints", 2),
-            ("ledger_read", [[], 0, [f.encode() for f in ledger], [], [], [], [], []]),
+            ("ledger_read", [[], 0, [f.encode() for f in ledger], [], [], [], []]),
             ("ledger_delete", 2),
         ],
     )
@@ -178,7 +178,7 @@ def test_a_deletion_planned_under_an_older_generation_is_planned_again() -> None
             prune_script(store, b"101"),
             ("batch:HMGET", store.hmget),
             ("delete_checkpoints", 2),
-            ("ledger_read", [[], 0, [], [], [], [], [], []]),
+            ("ledger_read", [[], 0, [], [], [], [], []]),
         ],
     )
     voided, made_again = delete_args(ops[2]), delete_args(ops[5])
@@ -227,7 +227,7 @@ def test_the_newest_that_verifies_is_pinned_past_keep_last() -> None:
             ("batch:HMGET", store.hmget),  # 4: a value missing
             ("batch:HMGET", store.hmget),  # 3: verifies, pinned
             ("delete_checkpoints", 2),
-            ("ledger_read", [[], 0, [], [], [], [], [], []]),
+            ("ledger_read", [[], 0, [], [], [], [], []]),
         ],
     )
     assert ops[2].commands == [("HMGET", store.tk.bl, *sorted(store.fields_of(ids[2])))]
@@ -248,7 +248,7 @@ def test_a_damaged_record_keeps_every_value_and_is_never_deleted_by_retention() 
             prune_script(store, b"5"),
             ("batch:HMGET", store.hmget),
             ("delete_checkpoints", 1),
-            ("ledger_read", [[], 0, [], [], [], [], [], []]),
+            ("ledger_read", [[], 0, [], [], [], [], []]),
         ],
     )
     args = delete_args(ops[2])
@@ -275,7 +275,7 @@ def test_elements_only_doomed_values_name_go_with_them() -> None:
             ("batch:HMGET", store.hmget),  # ...and the elements it names, from Redis
             ("batch:HGETALL,HMGET", [store.hgetall_wr(), [store.bl[kept_field]]]),
             ("delete_checkpoints", 1),
-            ("ledger_read", [[], 0, [], [], [], [], [], []]),
+            ("ledger_read", [[], 0, [], [], [], [], []]),
         ],
     )
     assert ops[3].commands[1] == ("HMGET", store.tk.bl, kept_field)
@@ -303,7 +303,7 @@ def test_an_unreadable_value_keeps_every_element() -> None:
             ("batch:HMGET", store.hmget),
             ("batch:HGETALL,HMGET", [{}, [None]]),  # the kept manifest vanished meanwhile
             ("delete_checkpoints", 1),
-            ("ledger_read", [[], 0, [], [], [], [], [], []]),
+            ("ledger_read", [[], 0, [], [], [], [], []]),
         ],
     )
     assert ops[3].commands[1] == ("HMGET", store.tk.bl, kept_field)
@@ -332,7 +332,7 @@ def test_a_put_past_keep_last_collects_in_the_same_plan() -> None:
         prune_script(store, b"8"),
         ("batch:HMGET", store.hmget),
         ("delete_checkpoints", 5),
-        ("ledger_read", [[], 0, [], [], [], [], [], []]),
+        ("ledger_read", [[], 0, [], [], [], [], []]),
     )
     assert delete_args(ops[3])["doomed"] == sorted(store.member(c) for c in ids[:5])
     assert isinstance(ops[1], Batch)
@@ -359,7 +359,7 @@ def test_a_thread_without_a_generation_or_with_a_damaged_one_is_planned_at_nothi
                 (PLAN, [generation, store.hgetall_cp(), blob_fields, []]),
                 ("batch:HMGET", store.hmget),
                 ("delete_checkpoints", 1),
-                ("ledger_read", [[], 0, [], [], [], [], [], []]),
+                ("ledger_read", [[], 0, [], [], [], [], []]),
             ],
         )
         args = delete_args(ops[2])

@@ -22,7 +22,7 @@ from tests.unit.scripted_more import Store, read_reply
 WRONGTYPE = ResponseError("WRONGTYPE Operation against a key holding the wrong kind of value")
 COPY_READ = "batch:" + ",".join(["HGETALL"] * 6 + ["PTTL", "HGETALL", "ZRANGE", "ZRANGE"])
 COLLECT = "batch:GET,HGETALL,HKEYS,HKEYS"
-NO_LEDGER = ("ledger_read", [[], 0, [], [], [], [], [], []])
+NO_LEDGER = ("ledger_read", [[], 0, [], [], [], [], []])
 
 
 # -- delete_thread ------------------------------------------------------------------------

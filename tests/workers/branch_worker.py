@@ -173,8 +173,15 @@ def build(kind: str, ledger: ToolLedger, tools: list[Any], saver: Any, first: st
 
 def answer(value: dict[str, Any], effects: Effects) -> dict[str, Any]:
     """A human answering from the world's record of what happened."""
-    effects.append(tool=value.get("name"), kind="asked", key=None, args={"type": value["type"]})
+    call = value.get("call") or value  # a question about a call beside a recorded one
+    effects.append(tool=call.get("name"), kind="asked", key=None, args={"type": value["type"]})
     key = value.get("idempotency_key") or value.get("call", {}).get("idempotency_key")
+    recorded = value.get("recorded") or {}
+    if recorded.get("name") == value.get("call", {}).get("name") and any(
+        e["kind"] == "effect" and e["key"] == recorded.get("idempotency_key")
+        for e in effects.lines()
+    ):  # a call asked about beside a recorded one of the same tool that took effect
+        key = recorded["idempotency_key"]
     if any(e["kind"] == "effect" and e["key"] == key for e in effects.lines()):
         return {"action": "skip", "result": "done already"}
     return {"action": "retry"}
@@ -201,6 +208,10 @@ def hold_puts() -> None:
 
 
 def main(argv: list[str]) -> None:
+    if os.environ.get("LGD_DEBUG_LOG"):  # the ledger's decisions, for a failing test's reader
+        import logging
+
+        logging.basicConfig(filename=os.environ["LGD_DEBUG_LOG"], level=logging.DEBUG)
     if os.environ.get("HOLD_PUTS"):
         hold_puts()
     if argv[0] == "turns":

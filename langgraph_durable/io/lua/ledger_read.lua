@@ -10,15 +10,14 @@
 -- Returns { {keys of the wrong type...}, damaged (1 if a ledger key was ever moved
 -- aside as damaged, so entries may be missing), {field, record or false, ...},
 -- {fields of records the index lacks}, {starting checkpoints still saved},
--- {rolled-back-run field, record, ...}, {the 8 newest checkpoint members of the
--- task's namespace}, {field, signed mark, ...} for the entries read that have one
--- (heads.py) } (with "fields": {field, ...} for the third; the last four empty without
--- ARGV 5, the marks also for a whole-ledger read)
+-- {rolled-back-run field, record, ...}, {field, signed mark, ...} for the entries read
+-- that have one (heads.py) } (with "fields": {field, ...} for the third; the fifth and
+-- sixth empty without ARGV 5, the marks also for a whole-ledger read)
 local index_ok = usable(K_LGX, 'zset')
 local hash_ok = usable(K_LG, 'hash')
 local damaged = 0
 if redis.call('EXISTS', KEYS[TWIN + K_LG], KEYS[TWIN + K_LGX]) > 0 then damaged = 1 end
-if not (index_ok and hash_ok) then return {wrongtype, 1, {}, {}, {}, {}, {}, {}} end
+if not (index_ok and hash_ok) then return {wrongtype, 1, {}, {}, {}, {}, {}} end
 local fields = redis.call('ZRANGEBYLEX', KEYS[K_LGX], ARGV[1], ARGV[2])
 local unindexed = {}
 if redis.call('ZCARD', KEYS[K_LGX]) ~= redis.call('HLEN', KEYS[K_LG]) then
@@ -30,7 +29,7 @@ if redis.call('ZCARD', KEYS[K_LGX]) ~= redis.call('HLEN', KEYS[K_LG]) then
     end
   end
 end
-if ARGV[3] == 'fields' then return {wrongtype, damaged, fields, unindexed, {}, {}, {}, {}} end
+if ARGV[3] == 'fields' then return {wrongtype, damaged, fields, unindexed, {}, {}, {}} end
 local out = {}
 for i = 1, #fields do  -- HGET each: unpack() of a long thread's fields would overflow
   out[#out + 1] = fields[i]
@@ -38,12 +37,9 @@ for i = 1, #fields do  -- HGET each: unpack() of a long thread's fields would ov
 end
 -- Executions (ledger/executions.py): the field part after the task's prefix names the
 -- execution, whose part before any "." is the checkpoint it started from.
-local saved, voids, newest = {}, {}, {}
+local saved, voids = {}, {}
 if (ARGV[5] or '') ~= '' then
   if usable(K_CPS, 'zset') then
-    -- members are "ns \0 id": the namespace's are the range [ns\0, ns\1)
-    local upper = '(' .. string.sub(ARGV[5], 1, #ARGV[5] - 1) .. '\1'
-    newest = redis.call('ZREVRANGEBYLEX', KEYS[K_CPS], upper, '[' .. ARGV[5], 'LIMIT', 0, 8)
     local seen = {}
     for i = 1, #fields do
       local execution = string.match(string.sub(fields[i], #ARGV[4] + 1), '^([^%z]*)%z')
@@ -71,4 +67,4 @@ if redis.call('EXISTS', KEYS[K_HEAD]) == 1 and usable(K_HEAD, 'hash') then
     end
   end
 end
-return {wrongtype, damaged, out, unindexed, saved, voids, newest, marks}
+return {wrongtype, damaged, out, unindexed, saved, voids, marks}
