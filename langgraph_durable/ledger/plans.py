@@ -193,20 +193,19 @@ class LedgerPlans(LedgerStore):
     def _asked_about(
         self, ctx: TaskContext, site: Site, policy: Policy | None = None
     ) -> LedgerEntry | None:
-        """The suspect a question is put about (``_suspect``), unless the tool retries
-        under the recorded key: an idempotent API then answers for the same call."""
+        """The call a question is put about (``divergence.suspect_at``), unless the tool
+        retries under the recorded key (an idempotent API then answers for the same
+        call) or fails (``_begin`` raises)."""
         suspect = suspect_at(ctx, site)
         if suspect is None:
             return None
         recorded = suspect[0]
-        if (policy or self._policy_of(recorded)) == "retry" and (
-            recorded.args_hash == site.where.args_hash and recorded.idempotency_key
-        ):
-            ctx.borrowed[site.field] = recorded.idempotency_key
+        policy = policy or self._policy_of(recorded)
+        same = recorded.args_hash == site.where.args_hash and recorded.idempotency_key
+        if policy == "retry" and same:
+            ctx.borrowed[site.field] = str(recorded.idempotency_key)
             return None
-        if (policy or self._policy_of(recorded)) == "fail":
-            return None  # _begin raises
-        return recorded
+        return None if policy == "fail" else recorded
 
     def _as_intent(
         self,

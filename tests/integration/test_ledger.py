@@ -401,6 +401,30 @@ def test_a_replayed_call_is_returned_and_a_changed_one_refused_on_raise(
     assert paid[0][1] != paid[1][1]  # a new call, a new idempotency key
 
 
+@pytest.mark.parametrize("policy", ["retry", "fail"])
+def test_a_call_the_ledger_cannot_place_follows_its_policy(
+    saver: RedisSaver, redis_client: Any, policy: str
+) -> None:
+    """decide.py row 11 (the model's checkpoint lost, the model not journaled): a retry
+    tool asked for the same call runs again under the recorded idempotency key (an API
+    that deduplicates answers for the same call); a fail tool raises."""
+    paid: list[Any] = []
+    ledger = ToolLedger(saver, policies={"pay": policy})
+    wrap = crash_after_result(ledger)
+    graph = pay_graph(ledger, lambda: 10, paid, wrap).compile(checkpointer=saver)
+    with pytest.raises(Crash):
+        graph.invoke({"amount": 0, "messages": [HumanMessage(content="pay")]}, CONFIG)
+    lose_the_model_step(saver, redis_client)
+    if policy == "fail":
+        with pytest.raises(ToolOutcomeUnknownError, match="cannot tell"):
+            graph.invoke(None, CONFIG)
+        assert len(paid) == 1
+        return
+    out = graph.invoke(None, CONFIG)
+    assert "__interrupt__" not in out and [m.content for m in out["messages"]][-1] == "ok"
+    assert [p[0] for p in paid] == [10, 10] and paid[0][1] == paid[1][1]
+
+
 def test_a_time_travel_fork_runs_its_calls_as_new_calls(saver: RedisSaver) -> None:
     paid: list[Any] = []
     ledger = ToolLedger(saver)
