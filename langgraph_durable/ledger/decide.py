@@ -33,12 +33,11 @@ row   fact                                        same request               oth
 8     both runs have ids, and they differ         NEW                        NEW
 9     both runs have ids, and they are equal, no  REPLAY                     ASK
       time travel (LangGraph Server retrying a run)
-10    it started from a checkpoint that is still  NEW                        NEW
-      saved, and this task did not start there
-11    anything else (its start was never saved:   ASK                        ASK
+10    anything else (its start was never saved:   ASK                        ASK
       ``exit``, a lost ``async`` checkpoint; no
       run ids; the same input sent again; a
-      checkpoint saved since it last recorded)
+      checkpoint saved since it last recorded;
+      another start, its own still saved)
 ====  ==========================================  =========================  ==========
 
 The request is compared before anything is replayed: a tool call's name and arguments; a
@@ -63,13 +62,15 @@ Why the rows are proofs:
   * 7: LangGraph derives a task's id from the checkpoint it starts from: the same start is
     the same task, resumed.
   * 8, 9: run ids name runs (LangGraph Server keeps a run's id across its retries).
-  * 10: a crash resume restarts from the newest saved checkpoint on the crashed line,
-    which is the one the crashed task started from: a task that started elsewhere is no
-    resume of it.
-  * 11: what is left cannot be told apart; LangGraph itself cannot. A checkpoint saved
+  * 10: what is left cannot be told apart; LangGraph itself cannot. A checkpoint saved
     after the recorded execution's last record shows that some line went on, but not
     that it is another line than the one this task is on (an ``exit`` run that stopped
-    at an interrupt saved the very checkpoint this task resumes from): asked, not new.
+    at an interrupt saved the very checkpoint this task resumes from). A recorded start
+    that is still saved, where this task started elsewhere, shows this is no crash
+    resume, not that it is another execution: an answered interrupt re-sent to its
+    checkpoint runs the node again (a model that is not journaled then answers anew,
+    maybe in other words), and an edit with ``update_state`` reaches the same place too.
+    Both are asked about, not run as new.
 """
 
 from __future__ import annotations
@@ -136,9 +137,7 @@ def decide(facts: Facts) -> Verdict:
             return Verdict(Answer.NEW, 8, "another run")
         if not f.forked:
             return _same(same, 9, "the same run")
-    if f.start_saved:
-        return Verdict(Answer.NEW, 10, "it started from a saved checkpoint this task did not")
-    return Verdict(Answer.ASK, 11, "its start was not saved and no run ids tell")
+    return Verdict(Answer.ASK, 10, "no fact tells: no run ids, no shared start or AI message")
 
 
 def _same(same_request: bool, row: int, why: str) -> Verdict:

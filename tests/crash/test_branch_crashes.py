@@ -111,7 +111,7 @@ def test_an_async_crash_that_lost_every_checkpoint_resumes_its_execution(
     kills = [("email_after_effect", 1)]
     run_workers(redis_url, key_prefix, effects, "async", kind, kills, "charge", hold_puts=True)
     # Every checkpoint lost, no run ids: the ledger cannot tell this run from a new one
-    # sending the same input (decide.py row 11), so it asks about each recorded call.
+    # sending the same input (decide.py row 10), so it asks about each recorded call.
     check_once(Effects(effects), questions=2)
     charges = [
         e for e in Effects(effects).lines() if e["kind"] == "effect" and e["tool"] == "charge"
@@ -133,15 +133,15 @@ def test_an_answer_sent_as_a_new_run_finds_the_execution_it_answers(
 
 
 @pytest.mark.parametrize("durability", ["sync", "exit"])
-def test_a_branch_made_by_update_state_is_a_new_execution(
+def test_a_branch_made_by_update_state_runs_as_new_or_is_asked_about(
     saver: RedisSaver, redis_url: str, key_prefix: str, tmp_path: Any, durability: str
 ) -> None:
     """Turn 2's question put on turn 1's checkpoint again (by another worker than the one
     that ran the turns), the thread run on without a checkpoint id (no time travel).
-    Under "exit" no checkpoint of turn 2 was saved but its last, and the charge's step
-    starts from a checkpoint nobody saved: the ledger cannot tell this run from turn 2
-    resumed (ledger/decide.py row 11), so it asks; a human who meant a new charge says
-    "retry", which runs it as a new call."""
+    Under "exit" the charge's step reaches turn 2's place from a start nobody saved and
+    no run ids tell the runs apart: the ledger cannot tell an edit from turn 2 resumed
+    (ledger/decide.py row 10), so it asks; a human who meant a new charge says "retry":
+    a new call. Under "sync" the branch's steps are not turn 2's: nothing to ask."""
     path = str(tmp_path / "effects")
     argv = ["turns", redis_url, key_prefix, path, durability]
     subprocess.run(
@@ -158,7 +158,7 @@ def test_a_branch_made_by_update_state_is_a_new_execution(
     )
     graph.update_state(turn_one, {"messages": [HumanMessage("b")]}, as_node="__input__")
     out = graph.invoke(None, config, durability=durability)
-    if durability == "exit":
+    if durability == "exit":  # under "sync" turn 2's steps were numbered otherwise
         (question,) = out["__interrupt__"]
         assert question.value["type"] == "tool_call_diverged"
         assert question.value["recorded"]["outcome"] == "result"

@@ -188,7 +188,7 @@ def test_under_exit_a_model_that_is_not_journaled_repeats_no_effect(
 ) -> None:
     """The model answers with fresh ids and wording on every call and nothing journals
     it; every kill under "exit" saves nothing and the same input is sent again. The
-    ledger cannot tell that from a new run (ledger/decide.py row 11): it asks about each
+    ledger cannot tell that from a new run (ledger/decide.py row 10): it asks about each
     call beside a recorded one instead of running it as new, and no effect repeats."""
     effects = str(tmp_path / "effects")
     kills = SCHEDULES[("toolnode", "exit")]

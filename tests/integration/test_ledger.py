@@ -405,7 +405,7 @@ def test_a_replayed_call_is_returned_and_a_changed_one_refused_on_raise(
 def test_a_call_the_ledger_cannot_place_follows_its_policy(
     saver: RedisSaver, redis_client: Any, policy: str
 ) -> None:
-    """decide.py row 11 (the model's checkpoint lost, the model not journaled): a retry
+    """decide.py row 10 (the model's checkpoint lost, the model not journaled): a retry
     tool asked for the same call runs again under the recorded idempotency key (an API
     that deduplicates answers for the same call); a fail tool raises."""
     paid: list[Any] = []

@@ -89,9 +89,11 @@ def test_a_fork_from_a_saved_checkpoint_is_new_and_from_a_lost_one_asked() -> No
     assert unsure([lost], replace(NOW, forked=True)) == [lost]
 
 
-def test_an_execution_whose_checkpoint_is_saved_is_not_continued_from_another() -> None:
+def test_an_execution_whose_checkpoint_is_saved_is_asked_about_from_another_start() -> None:
+    """Not a crash resume (that would start from its saved start), but no proof of
+    another execution either: an answered interrupt re-sent to its checkpoint, an edit."""
     assert same([recorded("cp-1")], saved={"cp-1"}) is None
-    assert unsure([recorded("cp-1")], saved={"cp-1"}) == []
+    assert unsure([recorded("cp-1")], saved={"cp-1"}) == [recorded("cp-1")]
 
 
 def test_a_call_from_the_same_ai_message_continues_it_whatever_else() -> None:
