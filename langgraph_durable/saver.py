@@ -100,7 +100,11 @@ class RedisSaver(Driver, BaseRedisSaver):
         ``ssl_certfile``, ``ssl_keyfile`` (for ``rediss://`` URLs), ``socket_timeout``,
         ``username``, ``password``, ``retry``... A keyword redis-py does not take raises
         ``ConfigurationError`` naming it. Unless given ``retry=``, the client retries
-        dropped connections and timeouts (see ``connect.client_retry``). ``cluster=True``
+        dropped connections (``deadlines.client_retry``); unless given
+        ``socket_timeout``, ``socket_connect_timeout`` or ``socket_keepalive``, a reply
+        later than 10 s (plus ``replica_timeout`` with ``wait_for_replicas``) or a
+        connection not made within 5 s is a lost server for ``failover_timeout``
+        (``deadlines.py``). ``cluster=True``
         connects to a Redis Cluster; a ``redis+sentinel://`` URL to the master its
         sentinels name.
         """

@@ -117,6 +117,7 @@ def open_client(
     cluster: bool,
     asyncio: bool,
     max_connections: int | None = None,
+    replica_timeout: float = 0.0,
 ) -> tuple[Any, bool]:
     """(the client a saver runs on, whether the saver made it and so closes it).
 
@@ -170,10 +171,17 @@ def open_client(
     options = dict(connection_args or {})
     if asyncio:
         made = connect.async_client(
-            saver_cls, url, cluster=cluster, max_connections=max_connections, options=options
+            saver_cls,
+            url,
+            cluster=cluster,
+            max_connections=max_connections,
+            options=options,
+            replica_timeout=replica_timeout,
         )
     else:
-        made = connect.sync_client(saver_cls, url, cluster=cluster, options=options)
+        made = connect.sync_client(
+            saver_cls, url, cluster=cluster, options=options, replica_timeout=replica_timeout
+        )
     return made, True
 
 

@@ -1,7 +1,6 @@
 """The redis-py clients a saver runs on: made from a URL, or checked when handed in.
 
-Owns which clients a saver accepts (``check_client``), how the savers' own clients
-retry (``client_retry``), Redis Sentinel URLs (``redis+sentinel://``: the master the
+Owns which clients a saver accepts (``check_client``), Redis Sentinel URLs (``redis+sentinel://``: the master the
 sentinels name, through redis-py's ``Sentinel.master_for``), the split of
 ``from_conn_string``'s keywords into saver options (the parameters of the saver's
 ``__init__``: ``key_prefix``, ``ttl``, ...) and client options (everything else, for
@@ -30,6 +29,7 @@ import redis.connection
 
 from langgraph_durable.core.errors import ConfigurationError
 from langgraph_durable.core.redact import redact_url
+from langgraph_durable.io.deadlines import client_options, no_retry, with_deadlines
 
 logger = logging.getLogger("langgraph_durable")
 
@@ -83,35 +83,6 @@ DEFAULT_MAX_CONNECTIONS = 100  # AsyncRedisSaver's pool: many graphs share it
 def is_cluster(client: Any) -> bool:
     """Whether ``client`` is a Redis Cluster client (sync or asyncio)."""
     return isinstance(client, (redis.cluster.RedisCluster, redis.asyncio.cluster.RedisCluster))
-
-
-def client_retry(*, asyncio: bool) -> Any:
-    """What the savers' own clients do on a dropped connection or a timeout: reconnect
-    and resend, up to 10 times with jittered backoff (10 ms doubling to 1 s). Safe
-    because every write the saver makes is idempotent: resending a command that did run
-    (its reply was lost) stores the same bytes under the same fields again.
-    (redis-py's ``from_url`` clients do not retry unless given a ``Retry``.)"""
-    from redis.backoff import ExponentialWithJitterBackoff
-
-    if asyncio:
-        from redis.asyncio.retry import Retry as AsyncRetry
-
-        return AsyncRetry(ExponentialWithJitterBackoff(base=0.01, cap=1.0), retries=10)
-    from redis.retry import Retry
-
-    return Retry(ExponentialWithJitterBackoff(base=0.01, cap=1.0), retries=10)
-
-
-def _no_retry(*, asyncio: bool) -> Any:
-    from redis.backoff import NoBackoff
-
-    if asyncio:
-        from redis.asyncio.retry import Retry as AsyncRetry
-
-        return AsyncRetry(NoBackoff(), retries=0)
-    from redis.retry import Retry
-
-    return Retry(NoBackoff(), retries=0)
 
 
 def _retries(client: Any) -> int:
@@ -191,11 +162,6 @@ def _connection_class(url: str, options: Mapping[str, Any], module: Any) -> type
     return module.Connection  # type: ignore[no-any-return]
 
 
-def _with_retry(options: Mapping[str, Any], *, asyncio: bool) -> dict[str, Any]:
-    """``options`` with the saver's default Retry unless the caller passed ``retry``."""
-    return {"retry": client_retry(asyncio=asyncio), **options}
-
-
 def check_url(url: str) -> None:
     """``ConfigurationError`` naming what redis-py cannot read in ``url`` (scheme, port,
     host, a query option), before any client is made: redis-py raises a bare
@@ -212,13 +178,21 @@ def check_url(url: str) -> None:
 
 
 def sync_client(
-    saver_cls: type, url: str, *, cluster: bool, options: Mapping[str, Any]
+    saver_cls: type,
+    url: str,
+    *,
+    cluster: bool,
+    options: Mapping[str, Any],
+    replica_timeout: float = 0.0,
 ) -> redis.Redis | redis.cluster.RedisCluster:
-    """A ``redis.Redis`` (or ``RedisCluster``) for ``url`` with the client ``options``."""
+    """A ``redis.Redis`` (or ``RedisCluster``) for ``url`` with the client ``options``
+    (and the saver's deadlines where they name none: ``with_deadlines``)."""
     check_url(url)
     saver_names = keywords(saver_cls) - _NOT_OPTIONS | {"cluster"}
     if is_sentinel_url(url):
-        master: redis.Redis = _sentinel_client(url, options, asyncio=False, saver_names=saver_names)
+        master: redis.Redis = _sentinel_client(
+            url, options, asyncio=False, saver_names=saver_names, replica_timeout=replica_timeout
+        )
         return master
     if cluster:
         # RedisCluster hands its nodes only the keywords it knows and drops the others.
@@ -227,7 +201,9 @@ def sync_client(
         )
         accepted = keywords(redis.cluster.RedisCluster) | allowed
         _check(options, accepted, client="redis-py's RedisCluster", saver_names=saver_names)
-        return redis.cluster.RedisCluster.from_url(url, **_with_retry(options, asyncio=False))
+        return redis.cluster.RedisCluster.from_url(
+            url, **client_options(options, asyncio=False, replica_timeout=replica_timeout)
+        )
     accepted = {"single_connection_client"} | keywords(
         redis.connection.ConnectionPool, _connection_class(url, options, redis.connection)
     )
@@ -238,7 +214,9 @@ def sync_client(
         saver_names=saver_names,
         tls_names=keywords(redis.connection.SSLConnection),
     )
-    return redis.Redis.from_url(url, **_with_retry(options, asyncio=False))
+    return redis.Redis.from_url(
+        url, **client_options(options, asyncio=False, replica_timeout=replica_timeout)
+    )
 
 
 def async_client(
@@ -248,6 +226,7 @@ def async_client(
     cluster: bool,
     max_connections: int | None,
     options: Mapping[str, Any],
+    replica_timeout: float = 0.0,
 ) -> redis.asyncio.Redis | redis.asyncio.cluster.RedisCluster:
     """A ``redis.asyncio`` client for ``url``: a blocking pool of ``max_connections``
     (a call waits up to 20 s for a free connection unless ``timeout`` says otherwise),
@@ -258,7 +237,11 @@ def async_client(
         # redis-py's sentinel pool does not block when full: capped only if asked to.
         capped = {"max_connections": max_connections} if max_connections else {}
         amaster: redis.asyncio.Redis = _sentinel_client(
-            url, {**capped, **options}, asyncio=True, saver_names=saver_names
+            url,
+            {**capped, **options},
+            asyncio=True,
+            saver_names=saver_names,
+            replica_timeout=replica_timeout,
         )
         return amaster
     max_connections = max_connections or DEFAULT_MAX_CONNECTIONS
@@ -266,7 +249,12 @@ def async_client(
         accepted = keywords(redis.asyncio.cluster.RedisCluster)
         _check(options, accepted, client="redis-py's asyncio RedisCluster", saver_names=saver_names)
         return redis.asyncio.cluster.RedisCluster.from_url(
-            url, **_with_retry({"max_connections": max_connections, **options}, asyncio=True)
+            url,
+            **client_options(
+                {"max_connections": max_connections, **options},
+                asyncio=True,
+                replica_timeout=replica_timeout,
+            ),
         )
     accepted = keywords(
         redis.asyncio.BlockingConnectionPool,
@@ -281,7 +269,11 @@ def async_client(
     )
     pool = redis.asyncio.BlockingConnectionPool.from_url(
         url,
-        **_with_retry({"max_connections": max_connections, "timeout": 20, **options}, asyncio=True),
+        **client_options(
+            {"max_connections": max_connections, "timeout": 20, **options},
+            asyncio=True,
+            replica_timeout=replica_timeout,
+        ),
     )
     return redis.asyncio.Redis.from_pool(pool)
 
@@ -342,7 +334,12 @@ def _address(part: str, url: str) -> tuple[str, int]:
 
 
 def _sentinel_client(
-    url: str, options: Mapping[str, Any], *, asyncio: bool, saver_names: Iterable[str]
+    url: str,
+    options: Mapping[str, Any],
+    *,
+    asyncio: bool,
+    saver_names: Iterable[str],
+    replica_timeout: float = 0.0,
 ) -> Any:
     """A client of the master the sentinels of ``url`` name, re-discovered on reconnect
     (after a failover). The URL's credentials are the master's and, unless
@@ -376,15 +373,17 @@ def _sentinel_client(
     # As redis-py does without sentinel_kwargs, the sentinels get the socket options too;
     # but no retries: the other sentinels are the redundancy, so one that does not answer
     # is passed over at once (redis-py's default waits seconds on each).
-    sockets = {k: v for k, v in options.items() if k.startswith("socket_")}
+    deadlines = with_deadlines(options, replica_timeout)
+    sockets = {k: v for k, v in deadlines.items() if k.startswith("socket_")}
     manager_options.setdefault(
-        "sentinel_kwargs", {**sockets, **credentials, "retry": _no_retry(asyncio=asyncio)}
+        "sentinel_kwargs", {**sockets, **credentials, "retry": no_retry(asyncio=asyncio)}
     )
     master_options = {**credentials, **options}
     if where.db is not None:
         master_options.setdefault("db", where.db)
     sentinel = sentinel_module.Sentinel(where.hosts, **manager_options)
-    return sentinel.master_for(where.service, **_with_retry(master_options, asyncio=asyncio))
+    master = client_options(master_options, asyncio=asyncio, replica_timeout=replica_timeout)
+    return sentinel.master_for(where.service, **master)
 
 
 def sentinel_clients(client: Any) -> list[Any]:

@@ -90,8 +90,10 @@ class Driver:
 
     def _use_client(self, client: Any, *, asyncio: bool, **where: Any) -> None:
         """Run on ``client``, or on one made as ``where`` says (``compat.open_client``)."""
+        # a write's WAIT may take replica_timeout in its round trip: its reply deadline
+        waits = self.core.replica_timeout_ms / 1000 if self.core.wait_for_replicas else 0.0
         self.client, self._owns_client = compat.open_client(
-            type(self), client, asyncio=asyncio, **where
+            type(self), client, asyncio=asyncio, replica_timeout=waits, **where
         )
         self.failover.sentinel = bool(connect.sentinel_clients(self.client))
         if self.core.wait_for_replicas and _single_connection(self.client):
@@ -273,6 +275,7 @@ def _run_calls(steps: Steps[T], failover: Failover) -> Generator[Any, None, T]:
             continue
         attempts = failover.attempts()
         while True:
+            began = failover.clock()
             try:
                 reply = step()
                 failover.connected = True
@@ -281,7 +284,7 @@ def _run_calls(steps: Steps[T], failover: Failover) -> Generator[Any, None, T]:
                 try:  # a lost server: the call again, until failover_timeout
                     if not getattr(step, "failover_retry", True):
                         raise
-                    delay = attempts.again(exc)
+                    delay = attempts.again(exc, began)
                 except Exception as final:  # noqa: BLE001 - as above
                     error = final
                     break
@@ -321,6 +324,7 @@ async def _arun_calls(
             continue
         attempts = failover.attempts()
         while True:
+            began = failover.clock()
             try:
                 reply = await step()
                 failover.connected = True
@@ -329,7 +333,7 @@ async def _arun_calls(
                 try:  # a lost server: the call again, until failover_timeout
                     if not getattr(step, "failover_retry", True):
                         raise
-                    delay = attempts.again(exc)
+                    delay = attempts.again(exc, began)
                 except Exception as final:  # noqa: BLE001 - as above
                     error = final
                     break

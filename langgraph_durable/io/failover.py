@@ -8,7 +8,9 @@ it to come back. Rules it keeps:
     demoted master (redis-py's Sentinel connections turn READONLY into a connection
     error) or a server still loading its data is sent again on a fresh connection, with
     backoff (50 ms doubling to 1 s), until it succeeds or ``failover_timeout`` seconds
-    have passed since its first failure; then ``FailoverTimeoutError`` says so. Safe
+    have passed since the first failed attempt was sent (a round trip without a reply
+    within the client's ``socket_timeout`` is a lost server too, and its wait counts);
+    then ``FailoverTimeoutError`` says so. Safe
     because every operation a plan yields is idempotent: resending one that ran (its
     reply was lost) stores the same bytes again. redis-py's own ``Retry`` (about 2 s)
     runs inside each attempt; this budget is sized for a Sentinel failover.
@@ -160,9 +162,11 @@ class _Attempts:
         self.started: float | None = None
         self.failures = 0
 
-    def again(self, exc: BaseException) -> float:
+    def again(self, exc: BaseException, began: float | None = None) -> float:
         """The backoff before sending the round trip again after ``exc``; raises ``exc``
-        itself when it is no failover, ``FailoverTimeoutError`` past the budget."""
+        itself when it is no failover, ``FailoverTimeoutError`` past the budget.
+        ``began``: when the failed attempt was sent (its clock time): a reply that never
+        came (a read timeout) spent the budget from then, not from the error."""
         if not is_failover(exc) or self.failover.timeout <= 0:
             raise exc
         if not self.failover.connected and not self.failover.sentinel_says_failover(exc):
@@ -170,7 +174,7 @@ class _Attempts:
         self.failover.lost(exc)
         now = self.failover.clock()
         if self.started is None:
-            self.started = now
+            self.started = now if began is None else min(began, now)
             logger.warning(
                 "langgraph-durable: lost Redis (%s): sending again for up to %.0f s "
                 "(failover_timeout)",

@@ -1,0 +1,146 @@
+"""A Redis that stops answering without closing the connection (SIGSTOP: a paused VM, a
+partition, a machine gone without a TCP reset) blocks no run forever: a reply later than
+the client's ``socket_timeout`` is a lost server for the failover budget
+(``io/deadlines.py``, ``io/failover.py``). Real servers, real signals; the tests wait on
+events (the saver's own "lost Redis" warning), never on time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from langgraph_durable import AsyncRedisSaver, FailoverTimeoutError, RedisSaver
+from langgraph_durable.io import deadlines
+from tests.crash.test_failover import steps_graph
+from tests.helpers.servers import start_server, wait_until_stopped
+
+SAFETY = 60.0  # seconds: a hung run fails the test instead of the suite
+
+
+class Lost(logging.Handler):
+    """Set once the saver logs that it lost Redis (the failover budget started)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.seen = threading.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "lost Redis" in record.getMessage():
+            self.seen.set()
+
+
+@pytest.fixture
+def lost() -> Any:
+    handler = Lost()
+    logger = logging.getLogger("langgraph_durable")
+    logger.addHandler(handler)
+    yield handler
+    logger.removeHandler(handler)
+
+
+def test_a_saver_made_from_a_url_has_deadlines_and_keepalive(tmp_path: Path) -> None:
+    server = start_server(str(tmp_path))
+    try:
+        with RedisSaver.from_conn_string(server.url) as saver:
+            kwargs = saver.client.connection_pool.connection_kwargs
+            assert kwargs["socket_timeout"] == deadlines.READ_TIMEOUT
+            assert kwargs["socket_connect_timeout"] == deadlines.CONNECT_TIMEOUT
+            assert kwargs["socket_keepalive"] is True
+        with RedisSaver.from_conn_string(
+            server.url, wait_for_replicas=1, replica_timeout=4
+        ) as saver:  # WAIT may take replica_timeout inside the round trip
+            kwargs = saver.client.connection_pool.connection_kwargs
+            assert kwargs["socket_timeout"] == deadlines.READ_TIMEOUT + 4
+        with RedisSaver.from_conn_string(server.url, socket_timeout=30) as saver:
+            assert saver.client.connection_pool.connection_kwargs["socket_timeout"] == 30
+    finally:
+        server.stop()
+
+
+def test_a_frozen_server_fails_the_run_within_the_budget(tmp_path: Path, lost: Lost) -> None:
+    """SIGSTOPped mid-thread: the next round trip gets no reply; after ``socket_timeout``
+    it is a lost server, and past ``failover_timeout`` (counted from when it was sent)
+    the run fails with ``FailoverTimeoutError`` instead of hanging."""
+    server = start_server(str(tmp_path))
+    try:
+        with RedisSaver.from_conn_string(
+            server.url, key_prefix="lgdlive", failover_timeout=1.0, socket_timeout=0.5
+        ) as saver:
+            graph = steps_graph(lambda: None).compile(checkpointer=saver)
+            config = {"configurable": {"thread_id": "frozen"}}
+            graph.invoke({"trail": []}, config)
+            server.proc.send_signal(signal.SIGSTOP)
+            wait_until_stopped(server.proc)
+            started = time.monotonic()
+            with pytest.raises(FailoverTimeoutError, match="failover_timeout=1"):
+                graph.invoke({"trail": []}, config)
+            # the budget (1 s) plus at most one attempt in flight (0.5 s) and backoff
+            assert time.monotonic() - started < 1.0 + 0.5 + 1.5
+            assert lost.seen.is_set()
+    finally:
+        server.proc.send_signal(signal.SIGCONT)
+        server.stop()
+
+
+def test_a_server_frozen_for_less_than_the_budget_costs_no_run(tmp_path: Path, lost: Lost) -> None:
+    """Resumed once the saver noticed (its "lost Redis" warning), the run goes on and
+    finishes as if nothing happened."""
+    server = start_server(str(tmp_path))
+    try:
+        with RedisSaver.from_conn_string(
+            server.url, key_prefix="lgdlive", failover_timeout=30.0, socket_timeout=0.5
+        ) as saver:
+            graph = steps_graph(lambda: None).compile(checkpointer=saver)
+            config = {"configurable": {"thread_id": "paused"}}
+            server.proc.send_signal(signal.SIGSTOP)
+            wait_until_stopped(server.proc)
+
+            def resume() -> None:
+                if lost.seen.wait(SAFETY):
+                    server.proc.send_signal(signal.SIGCONT)
+
+            waker = threading.Thread(target=resume)
+            waker.start()
+            result = graph.invoke({"trail": []}, config)
+            waker.join(SAFETY)
+            assert lost.seen.is_set()
+            assert result["trail"] == graph.get_state(config).values["trail"]
+            assert len(result["trail"]) > 0
+    finally:
+        server.proc.send_signal(signal.SIGCONT)
+        server.stop()
+
+
+def test_an_async_run_on_a_frozen_server_fails_within_the_budget(
+    tmp_path: Path, lost: Lost
+) -> None:
+    server = start_server(str(tmp_path))
+
+    async def run() -> None:
+        async with AsyncRedisSaver.from_conn_string(
+            server.url, key_prefix="lgdlive", failover_timeout=1.0, socket_timeout=0.5
+        ) as saver:
+            graph = steps_graph(lambda: None).compile(checkpointer=saver)
+            config = {"configurable": {"thread_id": "frozen-async"}}
+            await graph.ainvoke({"trail": []}, config)
+            server.proc.send_signal(signal.SIGSTOP)
+            wait_until_stopped(server.proc)
+            started = time.monotonic()
+            with pytest.raises(FailoverTimeoutError):
+                await asyncio.wait_for(graph.ainvoke({"trail": []}, config), SAFETY)
+            assert time.monotonic() - started < 1.0 + 0.5 + 1.5
+
+    try:
+        asyncio.run(run())
+        assert lost.seen.is_set()
+    finally:
+        server.proc.send_signal(signal.SIGCONT)
+        server.stop()
