@@ -47,7 +47,7 @@ from langgraph_durable.core.ops import (
     Script,
 )
 from langgraph_durable.io import compat, connect, hazards, pipelines, wire
-from langgraph_durable.io.failover import Failover
+from langgraph_durable.io.failover import Failover, passing_state
 from langgraph_durable.io.pipelines import Call
 from langgraph_durable.io.scripts import ScriptSet, server_version
 from langgraph_durable.io.telemetry import (
@@ -150,29 +150,26 @@ class Driver:
 
     def _op_steps(self, op: Any) -> Steps[Any]:
         if isinstance(op, Script):
-            command = self._scripts.command(op.name, op.keys, op.args)
-            for first_try in (True, False):
+            # NOSCRIPT: load the scripts and send again; lost again (a failover between
+            # the load and the call), send the source itself (EVAL): no NOSCRIPT there
+            for whole in (False, False, True):
+                command = self._scripts.command(op.name, op.keys, op.args, whole=whole)
                 try:
-                    reply = yield self._call(command)
+                    return (yield self._call(command))
                 except ResponseError as exc:
-                    if first_try and isinstance(exc, NoScriptError):
-                        yield from self._load_scripts()
-                        continue
-                    raise reply_codes.typed(self.core.keys, op, exc) from None
-                return reply
+                    if whole or not isinstance(exc, NoScriptError):
+                        raise reply_codes.typed(self.core.keys, op, exc) from None
+                    yield from self._load_scripts()
         if isinstance(op, Command):
             return (yield self._call(op.args))
         if isinstance(op, Batch):
-            commands = [
-                self._scripts.command(c.name, c.keys, c.args) if isinstance(c, Script) else c
-                for c in op.commands
-            ]
+            commands = self._batch_commands(op)
             ahead = list(op.ahead)
             if ahead and self.cluster and op.atomic:
                 _log_errors(ahead, (yield pipelines.pipelined(self.client, ahead, False)))
                 ahead = []
             wait = [("WAIT", *op.wait_replicas)] if op.wait_replicas else []
-            first_try, attempts = True, self.failover.attempts()
+            reloads, attempts = 0, self.failover.attempts()
             while True:
                 if self._wired():
                     results = yield partial(
@@ -198,9 +195,15 @@ class Driver:
                         results = [*results, acked]
                 _log_errors(ahead, results[: len(ahead)])
                 results = results[len(ahead) :]
-                if first_try and any(isinstance(r, NoScriptError) for r in results):
-                    first_try = False
+                passing = next((r for r in results if _passing(r)), None)
+                if passing is not None:  # refused, not run: sent again within the budget
+                    yield Pause(attempts.again(passing))
+                    continue
+                if any(isinstance(r, NoScriptError) for r in results):
+                    # as for one script (above): load and resend, then send the sources
+                    reloads += 1
                     yield from self._load_scripts()
+                    commands = self._batch_commands(op, whole=reloads >= 2)
                     continue
                 if wait and _too_few(results[-1], op.wait_replicas[0]):
                     # during a failover, the new primary's replicas re-attach: ask again
@@ -219,6 +222,14 @@ class Driver:
         if isinstance(op, ScanKeys):
             return (yield partial(pipelines.scan_keys, self.client, op.pattern))
         raise TypeError(f"unknown operation {op!r}")
+
+    def _batch_commands(self, op: Batch, whole: bool = False) -> list[Any]:
+        return [
+            self._scripts.command(c.name, c.keys, c.args, whole=whole)
+            if isinstance(c, Script)
+            else c
+            for c in op.commands
+        ]
 
     def _wired(self) -> bool:
         """Whether round trips go through ``wire.py`` (one server, a plain client)."""
@@ -373,6 +384,10 @@ def _single_connection(client: Any) -> bool:
         or getattr(client, "_single_connection_client", False)
         or getattr(client, "connection", None) is not None
     )
+
+
+def _passing(reply: Any) -> bool:
+    return isinstance(reply, Exception) and passing_state(reply)
 
 
 def _too_few(acked: Any, wanted: int) -> bool:

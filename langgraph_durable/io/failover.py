@@ -5,8 +5,9 @@ Owns which errors mean "the server went away for a while" and how long a saver w
 it to come back. Rules it keeps:
   * A round trip (one call of the driver: a script, a batch, a command) that fails with a
     connection error, a timeout, "no master" from Sentinel (``MasterNotFoundError``), a
-    demoted master (redis-py's Sentinel connections turn READONLY into a connection
-    error) or a server still loading its data is sent again on a fresh connection, with
+    demoted master (READONLY), a server still loading its data, a cluster healing or
+    resharding (CLUSTERDOWN, MASTERDOWN, TRYAGAIN) or busy with a script over its time
+    limit (BUSY), also as one reply of a batch, is sent again on a fresh connection, with
     backoff (50 ms doubling to 1 s), until it succeeds or ``failover_timeout`` seconds
     have passed since the first failed attempt was sent (a round trip without a reply
     within the client's ``socket_timeout`` is a lost server too, and its wait counts);
@@ -38,8 +39,12 @@ from typing import Any
 from redis.exceptions import (
     AuthenticationError,
     AuthorizationError,
+    ClusterDownError,
     ConnectionError,
+    ReadOnlyError,
+    ResponseError,
     TimeoutError,
+    TryAgainError,
 )
 
 from langgraph_durable.core.errors import ConfigurationError, DurableError
@@ -87,12 +92,28 @@ _REFUSALS = (
 )
 
 
+# Server states that pass, each refusing a command without running it, so sending it
+# again is safe: a demoted primary (READONLY: a managed endpoint that moved, a Sentinel
+# failover seen through a plain connection), a cluster healing or resharding
+# (CLUSTERDOWN, MASTERDOWN, TRYAGAIN), a script over its time limit (BUSY).
+_PASSING = (ReadOnlyError, ClusterDownError, TryAgainError)
+
+
+def passing_state(exc: BaseException) -> bool:
+    """Whether ``exc`` is a refusal by a server in a state that passes (``_PASSING``)."""
+    return isinstance(exc, _PASSING) or (
+        isinstance(exc, ResponseError) and str(exc).startswith("BUSY ")
+    )
+
+
 def is_failover(exc: BaseException) -> bool:
-    """Whether ``exc`` says the server went away for a while (not a refusal of the
-    client itself: a wrong password, a missing permission or a certificate that does
-    not verify is raised at once)."""
+    """Whether ``exc`` says the server went away for a while, or is in a state that
+    passes (not a refusal of the client itself: a wrong password, a missing permission
+    or a certificate that does not verify is raised at once)."""
     if isinstance(exc, (AuthenticationError, AuthorizationError)):
         return False
+    if passing_state(exc):
+        return True
     # Sentinel's "no master found" carries each sentinel's error only as text
     return isinstance(exc, (ConnectionError, TimeoutError)) and not any(
         refusal in str(exc) for refusal in _REFUSALS
@@ -176,15 +197,18 @@ class _Attempts:
         if self.started is None:
             self.started = now if began is None else min(began, now)
             logger.warning(
-                "langgraph-durable: lost Redis (%s): sending again for up to %.0f s "
+                "langgraph-durable: lost Redis (%s: %s): sending again for up to %.0f s "
                 "(failover_timeout)",
+                type(exc).__name__,
                 exc,
                 self.failover.timeout,
             )
         waited = now - self.started
         if waited >= self.failover.timeout:
             raise FailoverTimeoutError(
-                waited=waited, timeout=self.failover.timeout, last_error=str(exc)
+                waited=waited,
+                timeout=self.failover.timeout,
+                last_error=f"{type(exc).__name__}: {exc}",
             ) from exc
         self.failures += 1
         return self.backoff(self.failover.timeout - waited)

@@ -68,10 +68,20 @@ class ScriptSet:
     def sources(self) -> list[str]:
         return [script_source(name, self.flagged) for name in SCRIPT_NAMES]
 
-    def command(self, name: str, keys: list[str], args: list[Any]) -> tuple[Any, ...]:
+    def command(
+        self, name: str, keys: list[str], args: list[Any], *, whole: bool = False
+    ) -> tuple[Any, ...]:
+        """The call of script ``name``: by its SHA (``EVALSHA``), or ``whole`` with its
+        source (``EVAL``), which no server can answer NOSCRIPT (the driver's last resort
+        when a server keeps losing the scripts it just loaded: a failover between the
+        load and the call, a replica promoted without them)."""
         read_only = name in READ_ONLY
+        flagged = self.flagged and read_only
+        if whole:
+            verb = "EVAL_RO" if read_only and self.read_only_command else "EVAL"
+            return (verb, script_source(name, flagged), len(keys), *keys, *args)
         verb = "EVALSHA_RO" if read_only and self.read_only_command else "EVALSHA"
-        return (verb, script_sha(name, self.flagged and read_only), len(keys), *keys, *args)
+        return (verb, script_sha(name, flagged), len(keys), *keys, *args)
 
 
 def server_version(info: Any) -> tuple[int, ...] | None:

@@ -31,9 +31,11 @@ class Lost(logging.Handler):
     def __init__(self) -> None:
         super().__init__(logging.WARNING)
         self.seen = threading.Event()
+        self.last = ""
 
     def emit(self, record: logging.LogRecord) -> None:
         if "lost Redis" in record.getMessage():
+            self.last = record.getMessage()
             self.seen.set()
 
 
@@ -143,4 +145,126 @@ def test_an_async_run_on_a_frozen_server_fails_within_the_budget(
         assert lost.seen.is_set()
     finally:
         server.proc.send_signal(signal.SIGCONT)
+        server.stop()
+
+
+@pytest.mark.parametrize("ledger", [False, True])
+def test_a_server_that_keeps_losing_its_scripts_fails_no_run(tmp_path: Path, ledger: bool) -> None:
+    """Scripts flushed again and again while the run goes (as when a failover lands the
+    calls on a primary that never had them between the load and the call): every path
+    (a script alone, a batch of them, the ledger's) sends the source itself after a
+    second NOSCRIPT, so no ``NoScriptError`` reaches the run."""
+    import redis as redis_py
+
+    from langgraph_durable import ToolLedger
+
+    server = start_server(str(tmp_path))
+    done = threading.Event()
+
+    def flush() -> None:
+        admin = redis_py.Redis(port=server.port)
+        try:
+            while not done.is_set():
+                admin.script_flush()
+        finally:
+            admin.close()
+
+    flusher = threading.Thread(target=flush)
+    try:
+        with RedisSaver.from_conn_string(server.url, key_prefix="lgdlive") as saver:
+            calls: list[str] = []
+            record = ToolLedger(saver).durable(name="note")(calls.append) if ledger else None
+
+            def at_node() -> None:
+                if record is not None:
+                    record("x")
+
+            graph = steps_graph(at_node).compile(checkpointer=saver)
+            config = {"configurable": {"thread_id": "flushed"}}
+            flusher.start()
+            for _ in range(3):
+                graph.invoke({"trail": []}, config)
+            done.set()
+            flusher.join(SAFETY)
+            assert saver.get_tuple(config) is not None
+            assert calls == (["x"] * 3 if ledger else [])
+    finally:
+        done.set()
+        server.stop()
+
+
+def test_a_primary_demoted_under_a_running_worker_is_waited_out(tmp_path: Path, lost: Lost) -> None:
+    """REPLICAOF turns the worker's server into a replica (a managed endpoint that moved
+    while the connection still reaches the old primary): its writes are refused with
+    READONLY, which is a lost server for the budget; writable again, the run goes on."""
+    import redis as redis_py
+
+    primary, other = start_server(str(tmp_path)), start_server(str(tmp_path))
+    admin, helper = redis_py.Redis(port=primary.port), redis_py.Redis(port=other.port)
+
+    def in_sync() -> bool:
+        info = admin.info("replication")
+        return info["role"] == "slave" and info.get("master_link_status") == "up"
+
+    try:
+        with RedisSaver.from_conn_string(
+            primary.url, key_prefix="lgdlive", failover_timeout=60.0
+        ) as saver:
+            graph = steps_graph(lambda: None).compile(checkpointer=saver)
+            config = {"configurable": {"thread_id": "demoted"}}
+            graph.invoke({"trail": []}, config)
+            helper.replicaof("127.0.0.1", primary.port)  # the other holds the same data
+            while helper.info("replication").get("master_link_status") != "up":
+                time.sleep(0.01)
+            helper.replicaof("no", "one")
+            admin.replicaof("127.0.0.1", other.port)  # demoted
+            while not in_sync():
+                time.sleep(0.01)
+
+            def promote() -> None:
+                if lost.seen.wait(SAFETY):
+                    admin.replicaof("no", "one")
+
+            waker = threading.Thread(target=promote)
+            waker.start()
+            result = graph.invoke({"trail": []}, config)
+            waker.join(SAFETY)
+            assert lost.seen.is_set() and "ReadOnlyError" in lost.last
+            assert result["trail"] == graph.get_state(config).values["trail"]
+    finally:
+        admin.close()
+        helper.close()
+        primary.stop()
+        other.stop()
+
+
+def test_writes_paused_by_the_server_are_waited_out(tmp_path: Path, lost: Lost) -> None:
+    """``CLIENT PAUSE ... WRITE`` (an operator's failover, a managed service's
+    maintenance): the write gets no reply within ``socket_timeout``, is sent again
+    within the budget, and lands once the pause ends."""
+    import redis as redis_py
+
+    server = start_server(str(tmp_path))
+    admin = redis_py.Redis(port=server.port)
+    try:
+        with RedisSaver.from_conn_string(
+            server.url, key_prefix="lgdlive", failover_timeout=60.0, socket_timeout=0.5
+        ) as saver:
+            graph = steps_graph(lambda: None).compile(checkpointer=saver)
+            config = {"configurable": {"thread_id": "paused-writes"}}
+            admin.execute_command("CLIENT", "PAUSE", 60000, "WRITE")
+
+            def unpause() -> None:
+                if lost.seen.wait(SAFETY):
+                    admin.execute_command("CLIENT", "UNPAUSE")
+
+            waker = threading.Thread(target=unpause)
+            waker.start()
+            result = graph.invoke({"trail": []}, config)
+            waker.join(SAFETY)
+            assert lost.seen.is_set()
+            assert result["trail"] == graph.get_state(config).values["trail"]
+    finally:
+        admin.execute_command("CLIENT", "UNPAUSE")
+        admin.close()
         server.stop()
