@@ -1,8 +1,10 @@
 """Every Python block of README.md and docs/ runs as pasted.
 
-Each block runs alone in a fresh interpreter, in an empty folder, against a Redis server
-of its own (``REDIS_URL``), so what it writes under the default key prefix touches no
-other test's data. A block prints what its comments say: a line ``print(...)  # TEXT``
+Each block runs alone in a fresh interpreter, in an empty folder, and all of them run in
+page order against one Redis server of their own (``REDIS_URL``), as a reader pasting
+them one after the other into one Redis would: so every example finds Redis the
+README's way (``REDIS_URL``, else the embedded server), never a server nobody named,
+and no two pages use one thread id. A block prints what its comments say: a line ``print(...)  # TEXT``
 expects ``TEXT`` among the lines it prints, in that order. A block that needs what the
 tests cannot start (a Cluster at a fixed address, TLS certificates, a paid model) is
 preceded by ``<!-- needs: WHAT -->`` and is not run; those stay few. The migration
@@ -73,6 +75,35 @@ def test_the_blocks_are_found_and_few_need_infrastructure() -> None:
     assert len(not_run) <= MAX_NOT_RUN, not_run
 
 
+THREAD_ID = re.compile(r"""["']thread_id["']\s*:\s*["']([^"']+)["']""")
+
+
+def test_every_block_finds_redis_the_readmes_way_and_pages_keep_their_thread_ids() -> None:
+    owners: dict[str, set[str]] = {}
+    for block in BLOCKS:
+        assert "localhost:6379" not in block.code and "127.0.0.1:6379" not in block.code, (
+            f"{block.name} falls back to a Redis nobody named"
+        )
+        if "REDIS_URL" in block.code and not block.needs:
+            assert "EmbeddedRedis().start()" in block.code, block.name
+        for thread_id in THREAD_ID.findall(block.code):
+            owners.setdefault(thread_id, set()).add(block.page.name)
+    shared = {t: sorted(pages) for t, pages in owners.items() if len(pages) > 1}
+    assert not shared, f"thread ids used on more than one page: {shared}"
+
+
+@pytest.fixture(scope="module")
+def shared_redis_url() -> Iterator[str]:
+    """One server for every block, as a reader's own Redis."""
+    workdir = tempfile.mkdtemp(prefix="lgd-docs-")
+    server = start_server(workdir)
+    try:
+        yield server.url
+    finally:
+        server.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
 @pytest.fixture
 def private_redis_url() -> Iterator[str]:
     workdir = tempfile.mkdtemp(prefix="lgd-docs-")
@@ -103,9 +134,9 @@ def postgres_with_a_thread() -> Iterator[str]:
 
 @pytest.mark.parametrize("block", [b for b in BLOCKS if not b.needs], ids=lambda b: b.name)
 def test_every_python_block_runs_as_pasted(
-    block: Block, private_redis_url: str, tmp_path: Path, request: pytest.FixtureRequest
+    block: Block, shared_redis_url: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    env = {**os.environ, "REDIS_URL": private_redis_url}
+    env = {**os.environ, "REDIS_URL": shared_redis_url}
     if "PG_URL" in block.code:
         env["PG_URL"] = request.getfixturevalue("postgres_with_a_thread")
     out = subprocess.run(
