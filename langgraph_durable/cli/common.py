@@ -38,7 +38,7 @@ from langgraph_durable.core.errors import (
 from langgraph_durable.core.redact import redact, redact_url
 from langgraph_durable.io import connect
 from langgraph_durable.saver import RedisSaver
-from langgraph_durable.tools.embedded import ServerNotRunningError, resolve_url
+from langgraph_durable.tools.embedded import ServerNotRunningError, command_line, resolve_url
 from langgraph_durable.tools.settings import KEY_PREFIX_ENV, SIGNING_KEY_ENV, checked_keys
 from langgraph_durable.tools.settings import signing_keys as env_signing_keys
 
@@ -157,7 +157,7 @@ def checked_url(redis_url: str | None, *, start: bool = False) -> str:
     except ServerNotRunningError as exc:
         echo_error(
             f"no Redis server is running: the embedded one (data in {exc.data_dir}) is not; "
-            "start it with `langgraph-durable server start`, or point at yours with "
+            f"start it with `{command_line()} server start`, or point at yours with "
             "--redis-url or REDIS_URL"
         )
         ctx.exit(2)

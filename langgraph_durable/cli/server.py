@@ -18,7 +18,12 @@ from langgraph_durable.cli.common import (
     printable,
 )
 from langgraph_durable.core.redact import redact, redact_url
-from langgraph_durable.tools.embedded import DEMO_PREFIX, EmbeddedRedis, default_data_dir
+from langgraph_durable.tools.embedded import (
+    DEMO_PREFIX,
+    EmbeddedRedis,
+    command_line,
+    default_data_dir,
+)
 
 
 @click.command()
@@ -30,15 +35,14 @@ from langgraph_durable.tools.embedded import DEMO_PREFIX, EmbeddedRedis, default
 def demo(redis_url: str | None, key_prefix: str, as_json: bool, damage: bool, delay: float) -> None:
     """Kill an agent with SIGKILL mid-run, resume it, check effects happened exactly once.
 
-    Its threads go under the key prefix "lgd-demo" (unless --key-prefix says otherwise)
+    Its threads go under the key prefix "lgd-demo" (unless --key-prefix says otherwise:
+    never mixed into an application's default "lgd")
     and expire a day after their last write. With no URL, it starts the embedded server
     if it is not running (the only command besides `server start` that does), which
     says so once; it ends with the commands that show its thread."""
     from langgraph_durable.cli.demo import DemoFailed, run_demo
 
     ctx = click.get_current_context()
-    if ctx.get_parameter_source("key_prefix") is click.core.ParameterSource.DEFAULT:
-        key_prefix = DEMO_PREFIX  # never mixed into an application's default "lgd"
     url = checked_url(redis_url, start=True)
     with open_saver(url, key_prefix):  # Redis answers (else one line, exit 2) before workers start
         pass
@@ -62,6 +66,11 @@ def demo(redis_url: str | None, key_prefix: str, as_json: bool, damage: bool, de
     sys.exit(0 if verdict["exactly_once"] else 1)
 
 
+for _option in demo.params:  # --help shows the demo's own prefix, not the CLI's "lgd"
+    if _option.name == "key_prefix":
+        _option.default = DEMO_PREFIX
+
+
 def _look_at_it(ctx: click.Context, url: str, key_prefix: str, thread_id: str) -> list[str]:
     """The demo's last two lines: the commands that show its thread, as they must be run
     (its key prefix; the URL unless it is the embedded server's, which the commands find
@@ -78,8 +87,8 @@ def _look_at_it(ctx: click.Context, url: str, key_prefix: str, thread_id: str) -
     elif ctx.params.get("signing_key"):
         note += "  (with your --signing-key options)"
 
-    def command(*args: str) -> str:
-        return shlex.join(["langgraph-durable", *args, *options])
+    def command(*args: str) -> str:  # the program as this shell finds it (README: .venv)
+        return " ".join([command_line(), shlex.join([*args, *options])])
 
     return [
         f"see it with the command line: {command('threads')}{note}",

@@ -123,6 +123,24 @@ def _bind_failed(log: Path, offset: int, port: int) -> bool:
         return False
 
 
+def command_line() -> str:
+    """How the user runs this installation's command line from where they are:
+    ``langgraph-durable`` when that is what PATH finds, else the path of the one beside
+    this interpreter (``.venv/bin/langgraph-durable`` after the README's first command,
+    which never activates the virtual environment), relative when it is below the
+    current folder. Quoted for a shell."""
+    name = "langgraph-durable"
+    here = Path(sys.executable).parent / name
+    found = shutil.which(name)
+    if not here.exists() or (found and Path(found).resolve() == here.resolve()):
+        return name
+    try:
+        shown = str(here.relative_to(Path.cwd()))
+    except ValueError:
+        shown = str(here)
+    return shlex.quote(shown if "/" in shown else f"./{shown}")
+
+
 class EmbeddedRedis:
     """A local server in ``data_dir``: ``url`` starts it, or finds the running one."""
 
@@ -167,7 +185,7 @@ class EmbeddedRedis:
             if port is not None and port != running:
                 raise ConfigurationError(
                     f"the server of {self.data_dir} already runs on port {running}: "
-                    "stop it first (langgraph-durable server stop)"
+                    f"stop it first ({command_line()} server stop)"
                 )
             return f"redis://127.0.0.1:{running}/0"
         binary = find_server_binary()
@@ -185,7 +203,7 @@ class EmbeddedRedis:
 
     def stop_command(self) -> str:
         """The command that stops this server (``--data-dir`` unless it is the default)."""
-        command = "langgraph-durable server stop"
+        command = f"{command_line()} server stop"
         if self.data_dir != Path(default_data_dir()).resolve():
             command += f" --data-dir {shlex.quote(str(self.data_dir))}"
         return command

@@ -16,6 +16,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -77,14 +78,30 @@ def one_error_line(stderr: str) -> str:
     return lines[0]
 
 
+PROGRAM = re.compile(r"(?:\S*/)?langgraph-durable ")  # as PATH finds it, or its path
+
+
 def printed_commands(stdout: str) -> list[list[str]]:
     """The commands the demo's last lines tell the user to run, as argv."""
     tail = stdout.split("VERDICT:", 1)[1]
     return [
-        shlex.split(line[line.index("langgraph-durable ") :])
+        shlex.split(line[match.start() :])
         for line in tail.splitlines()
-        if "langgraph-durable " in line
+        if (match := PROGRAM.search(line))
     ]
+
+
+def run_printed(command: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
+    """A printed command run as printed, from the folder the user is in (the clone's: the
+    README's first command never activates the virtual environment)."""
+    return subprocess.run(
+        command, check=False, env=env, cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+
+
+def runnable_as_printed(program: str) -> bool:
+    """Whether the program a printed command names runs from the clone's folder."""
+    return bool(shutil.which(program, path=os.environ.get("PATH"))) or (ROOT / program).exists()
 
 
 def leftover_demo_folders(tmp_path: Path) -> list[str]:
@@ -110,21 +127,21 @@ def test_demo_on_the_embedded_server_says_once_it_started_it_and_prints_working_
     assert "VERDICT: OK" in first.stdout
     # It started a server that keeps running: one line says so, and how to stop it.
     (started,) = [line for line in first.stderr.splitlines() if STARTED in line]
-    assert "`langgraph-durable server stop` stops it" in started
+    assert re.search(r"`\S*langgraph-durable server stop` stops it", started), started
     assert (first.stdout + first.stderr).count("server stop") == 1
     port = embedded.running_port()
     assert port is not None and f"redis://127.0.0.1:{port}/0" in started
 
     # The commands it ends with show its thread (prefix lgd-demo), as printed.
     commands = printed_commands(first.stdout)
-    assert len(commands) == 2 and all(c[0] == "langgraph-durable" for c in commands)
+    assert len(commands) == 2 and all(runnable_as_printed(c[0]) for c in commands), commands
     assert all("--redis-url" not in c for c in commands), "the CLI finds the embedded server"
     thread = re.search(r"thread (demo-[0-9a-f]{8})", first.stdout).group(1)
-    listed = run([*commands[0][1:], "--json"], env)
+    listed = run_printed([*commands[0], "--json"], env)
     assert listed.returncode == 0, listed.stderr
     assert [t["thread_id"] for t in json.loads(listed.stdout)] == [thread]
-    assert thread in run(commands[0][1:], env).stdout  # as printed, for a human
-    ledger = run(commands[1][1:], env)
+    assert thread in run_printed(commands[0], env).stdout  # as printed, for a human
+    ledger = run_printed(commands[1], env)
     assert ledger.returncode == 0, ledger.stderr
     assert "charge_card" in ledger.stdout and "send_email" in ledger.stdout
 
@@ -137,7 +154,7 @@ def test_demo_on_the_embedded_server_says_once_it_started_it_and_prints_working_
 
     # Stopped by the user: a read-only command does not start it again.
     assert run(["server", "stop"], env).stdout.strip() == "stopped"
-    after = run(commands[0][1:], env)
+    after = run_printed(commands[0], env)
     assert after.returncode == 2
     assert one_error_line(after.stderr).startswith(NO_SERVER)
     assert "langgraph-durable server start" in after.stderr and "--redis-url" in after.stderr
@@ -161,10 +178,10 @@ def test_demo_on_a_given_server_prints_commands_that_work_without_its_environmen
         assert all(c[c.index("--redis-url") + 1] == redis_url for c in commands)
     assert all(c[c.index("--key-prefix") + 1] == key_prefix for c in commands)
     thread = re.search(r"thread (demo-[0-9a-f]{8})", done.stdout).group(1)
-    listed = run([*commands[0][1:], "--json"], elsewhere)
+    listed = run_printed([*commands[0], "--json"], elsewhere)
     assert listed.returncode == 0, listed.stderr
     assert [t["thread_id"] for t in json.loads(listed.stdout)] == [thread]
-    entries = json.loads(run([*commands[1][1:], "--json"], elsewhere).stdout)
+    entries = json.loads(run_printed([*commands[1], "--json"], elsewhere).stdout)
     assert [e["tool"] for e in entries] == ["charge_card", "send_email", "write_report"] + [
         "send_email"
     ]
@@ -186,12 +203,12 @@ def test_server_start_and_the_quickstart_say_once_that_a_server_runs_and_how_to_
         assert started.returncode == 0, started.stderr
         (line,) = [x for x in started.stderr.splitlines() if "server stop" in x]
         assert line.startswith(STARTED) and started.stdout.strip() in line
-        stop = re.search(r"`(langgraph-durable server stop[^`]*)`", line).group(1)
-        assert stop == f"langgraph-durable server stop --data-dir {shlex.quote(str(other))}"
+        stop = re.search(r"`(\S*langgraph-durable server stop[^`]*)`", line).group(1)
+        assert stop.endswith(f"langgraph-durable server stop --data-dir {shlex.quote(str(other))}")
         again = run(["server", "start", "--data-dir", str(other)], env)
         assert again.stdout == started.stdout  # reused, and said once only
         assert STARTED not in again.stderr and "server stop" not in again.stderr
-        assert run(shlex.split(stop)[1:], env).stdout.strip() == "stopped"  # as printed
+        assert run_printed(shlex.split(stop), env).stdout.strip() == "stopped"  # as printed
     finally:
         EmbeddedRedis(other).stop()
 
@@ -209,7 +226,7 @@ def test_server_start_and_the_quickstart_say_once_that_a_server_runs_and_how_to_
     assert first.returncode == 0, first.stderr
     assert first.stdout.splitlines()[0] == "{'count': 1}"
     (line,) = [x for x in first.stderr.splitlines() if "server stop" in x]
-    assert line.startswith(STARTED) and "`langgraph-durable server stop` stops it" in line
+    assert line.startswith(STARTED) and re.search(r"`\S*langgraph-durable server stop` stops", line)
     assert embedded.running_port() is not None
     second = subprocess.run(
         [sys.executable, "-c", QUICKSTART],
@@ -261,7 +278,7 @@ def test_no_other_command_starts_the_embedded_server(
         assert done.exit_code == 2, (state, done.output)
         assert one_error_line(done.stderr).startswith(NO_SERVER), (state, done.stderr)
         assert f"data in {embedded.data_dir}" in done.stderr
-        assert "`langgraph-durable server start`" in done.stderr
+        assert re.search(r"`\S*langgraph-durable server start`", done.stderr), done.stderr
         assert "--redis-url or REDIS_URL" in done.stderr
         assert embedded.running_port() is None, f"{command[0]} started the server ({state})"
 
