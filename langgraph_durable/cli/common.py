@@ -22,7 +22,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import redis
@@ -37,10 +37,12 @@ from langgraph_durable.core.errors import (
 )
 from langgraph_durable.core.redact import redact, redact_url
 from langgraph_durable.io import connect
-from langgraph_durable.saver import RedisSaver
 from langgraph_durable.tools.embedded import ServerNotRunningError, command_line, resolve_url
 from langgraph_durable.tools.settings import KEY_PREFIX_ENV, SIGNING_KEY_ENV, checked_keys
 from langgraph_durable.tools.settings import signing_keys as env_signing_keys
+
+if TYPE_CHECKING:  # the saver (and LangGraph) load when a command opens one
+    from langgraph_durable.saver import RedisSaver
 
 PROBE_TIMEOUT = 5.0  # seconds for the first PING to connect and answer
 
@@ -182,6 +184,8 @@ def probe(url: str) -> None:
         "retry": Retry(NoBackoff(), 0),
     }
     if connect.is_sentinel_url(url):  # the sentinels, then the master they name
+        from langgraph_durable.saver import RedisSaver
+
         client = connect.sync_client(RedisSaver, url, cluster=False, options=quick)
     else:
         client = redis.Redis.from_url(url, **quick)
@@ -203,6 +207,8 @@ def open_saver(
     meta = click.get_current_context().meta
     url = checked_url(redis_url)
     probe(url)
+    from langgraph_durable.saver import RedisSaver
+
     with RedisSaver.from_conn_string(
         url,
         key_prefix=key_prefix,
