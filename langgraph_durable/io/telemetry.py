@@ -62,12 +62,11 @@ class Scope:
     ended: bool = False
 
     def sending(self, op: Any) -> None:
-        """An operation of the plan is sent: the bytes of records among it are counted
-        (once, however many times a lost connection sends it)."""
+        """An operation of the plan is sent: the bytes it writes are counted (once,
+        however many times a lost connection sends it): a write script's arguments,
+        also inside a batch, and a writing command's; never a read's."""
         if self.recording or self.instruments is not None:
-            self.bytes_written += _payload_bytes(
-                getattr(op, "commands", None) or getattr(op, "args", ())
-            )
+            self.bytes_written += written_bytes(op)
 
     def sent(self) -> None:
         """One round trip."""
@@ -172,10 +171,10 @@ class OtelTelemetry(Telemetry):
         self._tracer_of: tuple[Any, Any] = (None, None)  # (provider, its tracer)
         self._instruments_of: tuple[Any, Instruments | None] = (None, None)
         self._thread_ids = thread_ids
-        self._server = {"db.system.name": "redis", **server}
+        self._server = {**_system(), **server}
 
     def use_server(self, attributes: Mapping[str, Any]) -> None:
-        self._server = {"db.system.name": "redis", **attributes}
+        self._server = {**_system(), **attributes}
 
     def tracer(self) -> Any:
         """The tracer of the provider in use, or None while it is a no-op one."""
@@ -370,6 +369,39 @@ def server_attributes(where: Any) -> dict[str, Any]:
     if (db := kwargs.get("db")) is not None:
         found["db.namespace"] = str(db)
     return found
+
+
+def _system() -> dict[str, str]:
+    """The database system attribute: ``db.system.name`` (the stable conventions), and
+    ``db.system`` beside it where ``OTEL_SEMCONV_STABILITY_OPT_IN`` asks for both
+    (``database/dup``), as OpenTelemetry's own instrumentations do for backends that
+    still read the older name."""
+    import os
+
+    opted = {o.strip() for o in os.environ.get("OTEL_SEMCONV_STABILITY_OPT_IN", "").split(",")}
+    return {
+        "db.system.name": "redis",
+        **({"db.system": "redis"} if "database/dup" in opted else {}),
+    }
+
+
+# Commands the savers send on their own that write (everything else they send reads).
+_WRITING = frozenset({"HSET", "HDEL", "DEL", "UNLINK", "ZADD", "ZREM", "SET", "EXPIRE", "PEXPIRE"})
+
+
+def written_bytes(op: Any) -> int:
+    """The bytes ``op`` (a ``Script``, ``Command``, ``Batch`` or a raw command tuple)
+    writes: its byte arguments if it writes, 0 for a read."""
+    from langgraph_durable.io.scripts import READ_ONLY
+
+    if hasattr(op, "commands"):  # a Batch, and the commands it runs ahead
+        return sum(written_bytes(c) for c in [*op.commands, *getattr(op, "ahead", ())])
+    if hasattr(op, "name") and hasattr(op, "args"):  # a Script
+        return 0 if op.name in READ_ONLY else _payload_bytes(op.args)
+    args = getattr(op, "args", op)  # a Command, or a command as a tuple
+    if isinstance(args, tuple | list) and args and str(args[0]).upper() in _WRITING:
+        return _payload_bytes(args[1:])
+    return 0
 
 
 def _payload_bytes(args: Any) -> int:

@@ -220,3 +220,36 @@ def test_escalations_waiting_and_their_age_are_gauges(saver: RedisSaver, effects
     assert age >= 0
     ledger.resolve("t", pending.idempotency_key, "retry", reason="checked", by="ops")
     assert [p.value for p in rec.metric("lgd.escalations.waiting")] == [0]
+
+
+def test_bytes_written_count_every_write_path_and_no_read(redis_url: str, key_prefix: str) -> None:
+    """``lgd.bytes_written``: a put, a put_writes and the ledger's writes (scripts inside a
+    batch) count what they send; a read counts nothing; and all of it is no more than
+    the bytes the server received meanwhile (INFO stats)."""
+    import redis
+
+    from langgraph_durable import ToolLedger
+    from tests.helpers.ledger_agent import START_INPUT, Effects, agent_graph
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    admin = redis.Redis.from_url(redis_url)
+    before = admin.info("stats")["total_net_input_bytes"]
+    with RedisSaver.from_conn_string(
+        redis_url, key_prefix=key_prefix, tracer_provider=provider
+    ) as saver:
+        ledger = ToolLedger(saver, policies={"charge": "retry"})
+        graph = agent_graph(ledger, Effects(os.devnull)).compile(checkpointer=saver)
+        config = {"configurable": {"thread_id": "bytes"}}
+        graph.invoke(START_INPUT, config)
+        graph.get_state(config)
+    received = admin.info("stats")["total_net_input_bytes"] - before
+    admin.close()
+    written: dict[str, list[int]] = {}
+    for span in exporter.get_finished_spans():
+        written.setdefault(span.name, []).append(int(span.attributes.get("lgd.bytes_written", 0)))
+    for name in ("put", "put_writes", "ledger.begin", "ledger.finish"):
+        assert written.get(name) and all(n > 0 for n in written[name]), (name, written.get(name))
+    assert all(n == 0 for n in written.get("get_tuple", [0])), written.get("get_tuple")
+    assert 0 < sum(sum(v) for v in written.values()) <= received

@@ -219,3 +219,25 @@ def test_where_reads_a_config_as_the_plans_do() -> None:
 
     conf = {"thread_id": 7, "checkpoint_ns": "sub:1", "checkpoint_id": "c"}
     assert where({"configurable": conf}) == ("7", "sub:1", "c")
+
+
+def test_db_system_stands_beside_db_system_name_where_the_opt_in_asks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for opt_in, both in (("", False), ("database", False), ("http, database/dup", True)):
+        monkeypatch.setenv("OTEL_SEMCONV_STABILITY_OPT_IN", opt_in)
+        rec = Recorded()
+        rec.telemetry.begin("get_tuple", "t", "", None).end()
+        (span,) = rec.spans.get_finished_spans()
+        assert span.attributes["db.system.name"] == "redis"
+        assert span.attributes.get("db.system") == ("redis" if both else None), opt_in
+
+
+def test_a_read_writes_no_bytes_and_a_batch_counts_its_scripts() -> None:
+    from langgraph_durable.core.ops import Batch
+    from langgraph_durable.io.telemetry import written_bytes
+
+    assert written_bytes(Script("read_checkpoints", ["k"], [b"guessed-field"])) == 0
+    batch = Batch([Script("put_writes", ["k"], [b"x" * 10]), ("HSET", "k", "f", b"y" * 5)])
+    assert written_bytes(batch) == 15
+    assert written_bytes(("HGET", "k", b"f")) == 0
