@@ -27,6 +27,7 @@ from langgraph.checkpoint.base import (
 )
 
 from langgraph_durable import lease as leases
+from langgraph_durable.core.incidents import Acknowledgement
 from langgraph_durable.core.ops import Plan
 from langgraph_durable.core.reports import VerifyReport
 from langgraph_durable.core.resign import ResignReport, resign_threads
@@ -286,6 +287,27 @@ class BaseRedisSaver(SaverOptions):
     async def averify(self, thread_id: str) -> VerifyReport:
         """``verify`` for async code."""
         return await self.adrive(self.core.verify(thread_id))
+
+    def acknowledge_quarantine(
+        self, thread_id: str, *, reason: str, by: str | None = None
+    ) -> Acknowledgement:
+        """Close an incident: acknowledge every record the thread's quarantine holds now.
+
+        The decision (``reason``, ``by``, the time, and each record's kind, field and
+        why it was damaged) is recorded in the thread's ledger, where ``ledger`` and
+        ``timeline`` show it; the records leave the quarantine, so ``verify`` reports
+        the thread OK again until the next damage (``core/incidents.py``).
+
+        Raises:
+            InvalidConfigError: ``reason`` is empty, or nothing is quarantined.
+        """
+        return self.drive(self.core.acknowledge_quarantine(thread_id, reason, by))
+
+    async def aacknowledge_quarantine(
+        self, thread_id: str, *, reason: str, by: str | None = None
+    ) -> Acknowledgement:
+        """``acknowledge_quarantine`` for async code."""
+        return await self.adrive(self.core.acknowledge_quarantine(thread_id, reason, by))
 
     def resign(
         self, thread_id: str | None = None, *, from_unsigned: bool = False

@@ -70,6 +70,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "verify",
         "Check every record of THREAD (or --all threads); exit 1 if anything is damaged or...",
     ),
+    "acknowledge": (
+        "maintenance",
+        "acknowledge",
+        "Acknowledge everything THREAD's quarantine holds, once someone has looked at it:...",
+    ),
     "resign": (
         "maintenance",
         "resign",

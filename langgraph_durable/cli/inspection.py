@@ -181,9 +181,12 @@ def _summary(value: Any) -> Any:
 def ledger(redis_url: str | None, key_prefix: str, as_json: bool, thread: str) -> None:
     """The ledger of THREAD: every recorded tool call and model answer, its outcome, the
     run and the branch (execution) that recorded it."""
+    from langgraph_durable.core import incidents
+
     with open_saver(redis_url, key_prefix) as saver:
         entries = ToolLedger(saver).entries(thread)
-        if not entries:
+        acknowledged = saver.drive(incidents.acknowledgements(saver.core, thread))
+        if not entries and not acknowledged:
             require_thread(saver, thread, key_prefix)
     rows = [
         {
@@ -211,7 +214,7 @@ def ledger(redis_url: str | None, key_prefix: str, as_json: bool, thread: str) -
             ],
         }
         for e in entries
-    ]
+    ] + [_acknowledgement_row(a) for a in acknowledged]
     out_table(
         as_json,
         rows,
@@ -229,6 +232,31 @@ def ledger(redis_url: str | None, key_prefix: str, as_json: bool, thread: str) -
         ],
         empty=f"no ledger entries in thread {thread!r} (key prefix {key_prefix!r})",
     )
+
+
+def _acknowledgement_row(a: Any) -> dict[str, Any]:
+    """An operator's acknowledgement of the quarantine, as a row among the calls."""
+    records = [{"kind": k, "field": f, "damage": w} for k, f, w in a.records]
+    return {
+        "step": "-",
+        "position": 0,
+        "tool": "quarantine",
+        "state": "acknowledged" if a.damage is None else "damaged",
+        "run_id": None,
+        "execution": "",
+        "rolled_back": False,
+        "settled": None,
+        "replays": 0,
+        "drops": [],
+        "attempts": 0,
+        "resolution": None,
+        "idempotency_key": None,
+        "args": None,
+        "result": f"{len(records)} records acknowledged",
+        "damage": a.damage,
+        "decisions": [{"action": "acknowledge", "by": a.by, "reason": a.reason, "at": a.at}],
+        "acknowledged_records": records,
+    }
 
 
 def _position(position: int) -> int:

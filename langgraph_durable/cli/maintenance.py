@@ -1,5 +1,6 @@
 """Maintenance commands: ``verify`` (``--repair`` moves damage to quarantine and puts
-lost index members back) and ``resign`` (completes a signing-key rotation)."""
+lost index members back), ``acknowledge`` (closes an incident: the quarantine looked
+at) and ``resign`` (completes a signing-key rotation)."""
 
 from __future__ import annotations
 
@@ -108,6 +109,43 @@ def _summary(data: list[dict], repair: bool) -> str:
         repaired = sum(bool(r.get("moved") or r.get("reindexed")) for r in data)
         line += f", {repaired} repaired"
     return line
+
+
+@click.command()
+@common
+@click.argument("thread")
+@click.option("--reason", required=True, help="what was looked at, and what was done")
+@click.option("--by", default=None, help="who acknowledges (default: $USER)")
+def acknowledge(
+    redis_url: str | None,
+    key_prefix: str,
+    as_json: bool,
+    thread: str,
+    reason: str,
+    by: str | None,
+) -> None:
+    """Acknowledge everything THREAD's quarantine holds, once someone has looked at it:
+    the decision (who, why, when, which records) goes into the thread's ledger, the
+    records leave the quarantine, and verify reports the thread OK until the next
+    damage."""
+    import os
+
+    by = by or os.environ.get("USER") or None
+    with open_saver(redis_url, key_prefix) as saver:
+        done = saver.acknowledge_quarantine(thread, reason=reason, by=by)
+    data = {
+        "thread_id": done.thread_id,
+        "by": done.by,
+        "reason": done.reason,
+        "at": done.at,
+        "records": [{"kind": k, "field": f, "damage": w} for k, f, w in done.records],
+    }
+
+    def lines() -> list[str]:
+        said = f"acknowledged by {done.by or '?'}: {done.reason}"
+        return [f"{done.thread_id}: {len(done.records)} quarantined records {said}"]
+
+    out(as_json, data, lines)
 
 
 def _shown(field_: str) -> str:

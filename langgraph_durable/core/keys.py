@@ -197,6 +197,7 @@ class LedgerField:
 # "\x01\x03", so no task's field can.
 _LEDGER_VOID = "\x01\x03void" + SEP
 _LEDGER_RUN = "\x01\x03ledger" + SEP
+_LEDGER_ACK = "\x01\x03ack" + SEP  # an operator's acknowledgement of quarantined damage
 
 
 class KeySchema:
@@ -348,6 +349,23 @@ class KeySchema:
         """The ``runs`` member that says run ``run_id`` recorded ledger entries in the
         thread (no checkpoint member starts with \x01: components are escaped)."""
         return _LEDGER_RUN + _escape_component(run_id)
+
+    @staticmethod
+    def ledger_ack_field(at: float) -> str:
+        """The ledger field of an acknowledgement of the quarantine (core/incidents.py),
+        made at ``at`` (seconds): such fields sort by time."""
+        return _LEDGER_ACK + f"{int(at * 1000):015d}"
+
+    @staticmethod
+    def ledger_ack_range() -> tuple[str, str]:
+        """(min, max) ZRANGEBYLEX bounds over the ledger's acknowledgement fields."""
+        return "[" + _LEDGER_ACK, "(" + _LEDGER_ACK[: -len(SEP)] + _SEP_AFTER
+
+    @staticmethod
+    def is_ledger_ack(field: str | bytes) -> bool:
+        """Whether ``field`` is an acknowledgement's (not a recorded call's)."""
+        prefix = _LEDGER_ACK.encode() if isinstance(field, bytes) else _LEDGER_ACK
+        return field.startswith(prefix)  # type: ignore[arg-type]
 
     @staticmethod
     def ledger_void_range() -> tuple[str, str]:

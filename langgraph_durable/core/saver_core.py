@@ -23,6 +23,7 @@ Where each concern lives:
   ``retention.py``    ``keep_last``, guarded deletions
   ``threads.py``      ``delete_thread``, ``copy_thread``, ``prune``, ``delete_for_runs``
   ``verify.py``       ``verify``
+  ``incidents.py``    ``acknowledge_quarantine``: an operator closes an incident
   ``delta.py``        ``get_delta_channel_history``
   ``fencing.py``      lease plans and the fencing token a write carries
   ``runs.py``         the run index ``delete_for_runs`` searches
@@ -46,6 +47,7 @@ from langgraph_durable.core import (
     delta,
     fallback,
     fencing,
+    incidents,
     listing,
     reads,
     round_trips,
@@ -151,6 +153,12 @@ class SaverCore(PlanContext):
 
     def verify(self, thread_id: str) -> Plan[VerifyReport]:
         return traced("verify", verify.verify(self, thread_id), str(thread_id))
+
+    def acknowledge_quarantine(
+        self, thread_id: str, reason: str, by: str | None
+    ) -> Plan[incidents.Acknowledgement]:
+        plan = incidents.acknowledge(self, thread_id, reason=reason, by=by)
+        return traced("acknowledge_quarantine", plan, str(thread_id))
 
     def acquire_lease(self, lease: Lease) -> Plan[str]:
         return traced("acquire_lease", fencing.acquire_lease(self, lease), lease.thread_id)

@@ -88,6 +88,8 @@ class LedgerStore:
             if self._keys.ledger_void_run(flat[i]) is not None:
                 voids += flat[i : i + 2]  # a whole-ledger read holds them among the entries
                 continue
+            if self._keys.is_ledger_ack(flat[i]):  # an operator's (core/incidents.py)
+                continue
             try:
                 entry = open_entry(
                     core, thread_id, flat[i], flat[i + 1] or None, marked.get(flat[i])

@@ -554,3 +554,61 @@ def test_version_prints_the_installed_version() -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == f"langgraph-durable, version {version('langgraph-durable')}"
     assert version("langgraph-durable") == langgraph_durable.__version__
+
+
+def test_an_incident_is_closed_by_acknowledging_the_quarantine_and_reopened_by_new_damage(
+    redis_url: str, key_prefix: str
+) -> None:
+    """``verify`` stays red while the quarantine holds anything; ``acknowledge`` records who
+    looked and why (shown by ``ledger``), empties it, and ``verify`` is OK again, also
+    ``--all``; the next damage is quarantined and reported anew."""
+    import redis
+
+    from tests.helpers.graphs import counter_graph
+
+    env = {**os.environ, "REDIS_URL": redis_url}
+    opts = ["--key-prefix", key_prefix]
+    client = redis.Redis.from_url(redis_url)
+    saver = RedisSaver(client, key_prefix=key_prefix)
+    graph = counter_graph().compile(checkpointer=saver)
+    config = {"configurable": {"thread_id": "incident"}}
+    graph.invoke({"value": 1, "trail": []}, config)
+    tk = saver.keys.thread("incident")
+
+    def damage() -> None:
+        flip_last_bit(client, tk.cp, max(client.hkeys(tk.cp)))
+        saver.get_tuple(config)  # a read moves it to the quarantine (and falls back)
+
+    try:
+        damage()
+        assert client.hlen(tk.qt) == 1
+        assert run(["verify", "incident", *opts], env, check=False).returncode == 1
+        done = run(
+            [
+                "acknowledge",
+                "incident",
+                "--reason",
+                "re-ran step 2",
+                "--by",
+                "ann",
+                "--json",
+                *opts,
+            ],
+            env,
+        )
+        acked = json.loads(done.stdout)
+        assert (acked["by"], acked["reason"], len(acked["records"])) == ("ann", "re-ran step 2", 1)
+        assert acked["records"][0]["kind"] == "cp" and "checksum" in acked["records"][0]["damage"]
+        assert client.hlen(tk.qt) == 0
+        assert run(["verify", "incident", *opts], env).returncode == 0
+        assert run(["verify", "--all", *opts], env).returncode == 0
+        rows = json.loads(run(["ledger", "incident", "--json", *opts], env).stdout)
+        (row,) = [r for r in rows if r["tool"] == "quarantine"]
+        assert row["decisions"][0]["by"] == "ann" and row["state"] == "acknowledged"
+        again = run(["acknowledge", "incident", "--reason", "x", *opts], env, check=False)
+        assert again.returncode == 2 and "nothing of thread" in again.stderr
+        graph.invoke({"value": 2, "trail": []}, config)  # the thread goes on; new damage
+        damage()
+        assert run(["verify", "incident", *opts], env, check=False).returncode == 1
+    finally:
+        client.close()
