@@ -33,6 +33,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "demo",
         "Kill an agent with SIGKILL mid-run, resume it, check effects happened exactly once.",
     ),
+    "doctor": (
+        "doctor",
+        "doctor",
+        "Check the Redis you have: server, mode, scripts (on a scratch thread, removed...",
+    ),
     "threads": (
         "inspection",
         "threads",
