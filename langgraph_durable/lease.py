@@ -93,8 +93,11 @@ def _acquiring(saver: LeaseHolder, lease: Lease, wait: float) -> Sequence[str]:
     deadline = time.monotonic() + wait
     attempt = saver.core.acquire_lease(lease)
     while True:
+        sent = time.monotonic()
         try:
-            return (yield attempt)  # type: ignore[no-any-return]
+            token: str = yield attempt
+            lease.renewed_at = sent  # held from here: ttl at least from when it was sent
+            return token
         except LeaseHeldError as exc:
             try:
                 pause = _pause(exc, deadline)
@@ -110,10 +113,13 @@ def _renewing(saver: LeaseHolder, lease: Lease) -> Sequence[None]:
     """Renew ``lease`` every ``ttl / 3`` s until it is lost for good (or stopped)."""
     while True:
         yield lease.ttl / 3
+        sent = time.monotonic()
         try:
             outcome: bool | Exception = yield saver.core.renew_lease(lease)
         except Exception as exc:  # noqa: BLE001 - whatever it was, renewal goes on
             outcome = exc
+        if outcome is True:
+            lease.renewed_at = sent  # the server's expiry is at least ttl after this
         if not _renewed(saver, lease, outcome):
             return
 
@@ -212,6 +218,16 @@ def _renewed(saver: LeaseHolder, lease: Lease, outcome: bool | Exception) -> boo
     """Note one renewal's outcome; False once the lease is lost for good."""
     if isinstance(outcome, Exception):  # a connection fault: the next round tries again
         logger.warning("langgraph-durable: renewing the lease failed: %s", outcome)
+        if lease.lost:  # past its ttl without a renewal: another worker may hold it now
+            logger.error(
+                "langgraph-durable: the lease on thread %r (token %s) expired while its "
+                "renewal failed; this worker no longer holds the thread for sure",
+                lease.thread_id,
+                lease.token,
+            )
+            saver.telemetry.event(
+                "lgd.lease.lost", {"lgd.lease.token": str(lease.token)}, lease.thread_id
+            )
         return True
     if outcome:
         return True

@@ -16,9 +16,10 @@ from __future__ import annotations
 import contextvars
 import os
 import socket
+import time
 import uuid
 from collections.abc import Awaitable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TypeVar
 
@@ -64,13 +65,27 @@ def unbind(binding: contextvars.Token[Mapping[tuple[str, str], str]]) -> None:
 
 @dataclass
 class Lease:
-    """A held lease. ``lost`` turns true if a renewal found another worker holding it."""
+    """A held lease. ``lost`` turns true once a renewal found another worker holding it,
+    or once ``ttl`` seconds passed since the last renewal that got through was sent (a
+    Redis that stopped answering, a worker that stalled): from then on this worker can
+    no longer be sure it holds the thread, and learns it without a round trip."""
 
     thread_id: str
     owner: str
     ttl: float
     token: str = ""
-    lost: bool = False
+    taken_over: bool = False
+    # time.monotonic() when the last acquire or renewal that got through was sent: the
+    # server's expiry is at least ttl after it
+    renewed_at: float = field(default_factory=time.monotonic)
+
+    @property
+    def lost(self) -> bool:
+        return self.taken_over or time.monotonic() - self.renewed_at >= self.ttl
+
+    @lost.setter
+    def lost(self, value: bool) -> None:
+        self.taken_over = value
 
 
 def new_owner() -> str:

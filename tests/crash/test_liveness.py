@@ -268,3 +268,32 @@ def test_writes_paused_by_the_server_are_waited_out(tmp_path: Path, lost: Lost) 
         admin.execute_command("CLIENT", "UNPAUSE")
         admin.close()
         server.stop()
+
+
+def test_a_lease_learns_it_is_lost_once_its_ttl_passed_without_a_renewal(
+    tmp_path: Path,
+) -> None:
+    """Redis frozen while a worker holds a thread: no renewal gets through, and once the
+    lease's ttl has passed since the last one that did, ``lease.lost`` says so (without
+    a round trip: the server's lease may now be another worker's)."""
+    server = start_server(str(tmp_path))
+    try:
+        with (
+            RedisSaver.from_conn_string(
+                server.url, key_prefix="lgdlive", failover_timeout=0.5, socket_timeout=0.3
+            ) as saver,
+            saver.lease("held", ttl=1.5) as lease,
+        ):
+            assert not lease.lost
+            server.proc.send_signal(signal.SIGSTOP)
+            wait_until_stopped(server.proc)
+            frozen = time.monotonic()
+            deadline = frozen + SAFETY
+            while not lease.lost and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert lease.lost and not lease.taken_over
+            assert time.monotonic() - frozen <= 1.5 + 0.5  # within its ttl (and a poll)
+            server.proc.send_signal(signal.SIGCONT)
+    finally:
+        server.proc.send_signal(signal.SIGCONT)
+        server.stop()
