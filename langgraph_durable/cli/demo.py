@@ -298,11 +298,14 @@ def _run(
     for skipped in report["skipped_checkpoints"]:
         emit(f"skipped damaged checkpoint {skipped['checkpoint_id']}: {skipped['reason']}")
     resumed = report["resumed_from_step"]
+    # The crash interrupted the step after the newest checkpoint; with --damage the read
+    # fell back past the damaged ones, one step each, and resumed from an older one.
+    interrupted = resumed + 1 + len(report["skipped_checkpoints"])
     emit(f"fresh worker resumed from the checkpoint of step {resumed}")
     emit(
         "  steps: "
         + "  ".join(
-            f"{n}:{'+'.join(nodes)}{'*' if n == resumed + 1 else ''}"
+            f"{n}:{'+'.join(nodes)}{'*' if n == interrupted else ''}"
             for n, nodes in report["steps"]
         )
         + "   (* the step the crash interrupted)"
@@ -329,6 +332,7 @@ def _run(
         "duplicates": duplicates,
         "recovery_seconds": round(recovery, 3),
         "damaged_checkpoint": damaged,
+        "interrupted_step": interrupted,
         **report,
     }
     emit(
