@@ -88,9 +88,16 @@ _WHERE = {
 _SERVER_FACTORY = "server:checkpointer"
 
 
+def _server_factory(*args: Any, **kwargs: Any) -> Any:
+    """``langgraph_durable.server.checkpointer``, loaded when LangGraph Server calls it
+    (it reads the name from the module's ``__dict__``, so it must be there already)."""
+    return importlib.import_module("langgraph_durable.server").checkpointer(*args, **kwargs)
+
+
+globals()[_SERVER_FACTORY] = _server_factory
+
+
 def __getattr__(name: str) -> Any:
-    if name == _SERVER_FACTORY:
-        return importlib.import_module("langgraph_durable.server").checkpointer
     where = _WHERE.get(name)
     if where is None:
         raise AttributeError(f"module 'langgraph_durable' has no attribute {name!r}")
