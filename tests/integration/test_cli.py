@@ -58,7 +58,7 @@ def test_demo_repeats_no_side_effect_and_shows_the_fallback(demo: Any, redis_url
     assert verdict["side_effects"] == verdict["planned"] == 4 and verdict["duplicates"] == []
     assert verdict["replayed"] == ["charge_card"]  # recorded before the kill
     # --damage: the read fell back a step, but the step the kill hit is still the tools'
-    steps = dict((n, nodes) for n, nodes in verdict["steps"])
+    steps = {n: nodes for n, nodes in verdict["steps"]}
     assert verdict["resumed_from_step"] < verdict["interrupted_step"] - 1
     assert steps[verdict["interrupted_step"]] == ["tools"]
     assert verdict["escalations"] == [{"call": "send_email", "answer": "retry"}]

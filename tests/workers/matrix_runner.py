@@ -66,11 +66,13 @@ def phase(url: str, prefix: str, cell: dict[str, Any], log: EffectLog, shared: s
         try:
             child(url, prefix, cell, log, shared, n)
         except BaseException:  # noqa: BLE001 - reported through the shared file
+            failure = traceback.format_exc()[-3000:]
             if n == 2:
                 with open(shared, "w") as f:
-                    json.dump({"done": False, "error": traceback.format_exc()[-1500:]}, f)
+                    json.dump({"done": False, "error": failure}, f)
             else:
-                sys.stderr.write(traceback.format_exc())
+                with open(shared + ".phase1-error", "w") as f:
+                    f.write(failure)
             code = 1
         os._exit(code)
     _, status = os.waitpid(pid, 0)
@@ -79,10 +81,19 @@ def phase(url: str, prefix: str, cell: dict[str, Any], log: EffectLog, shared: s
         and cell.get("kill")
         and not (os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL)
     ):
-        raise RuntimeError(f"cell {cell['id']}: phase 1 was not killed ({status})")
+        why = ""
+        if os.path.exists(shared + ".phase1-error"):
+            with open(shared + ".phase1-error") as f:
+                why = f.read()
+        raise RuntimeError(f"cell {cell['id']}: phase 1 was not killed ({status}): {why}")
 
 
 def child(url: str, prefix: str, cell: dict[str, Any], log: EffectLog, shared: str, n: int) -> None:
+    if os.environ.get("LGD_DEBUG_LOG"):  # the ledger's decisions, for a failing cell's reader
+        import logging
+
+        path = f"{os.environ['LGD_DEBUG_LOG']}.{cell['id']}.{n}"
+        logging.basicConfig(filename=path, level=logging.DEBUG)
     seen: dict[str, int] = {}
     ticket_down = [cell["way"] == "retry_policy"]
 
@@ -130,7 +141,12 @@ class Runner:
     def __init__(self, graph: Any, cell: dict[str, Any], log: EffectLog) -> None:
         self.graph, self.cell, self.log = graph, cell, log
         self.gate = WAYS_ANSWERING.get(cell["way"], "A")
-        self.run_id: str | None = "R1" if cell["way"] in ("server_retry", "rollback") else None
+        # run ids are the cell's own: a rollback deletes its run's checkpoints in every
+        # thread of the prefix, and the cells share one
+        self.first_run = f"R1-{cell['id']}"
+        self.run_id: str | None = (
+            self.first_run if cell["way"] in ("server_retry", "rollback") else None
+        )
 
     def configured(self, config: dict[str, Any]) -> dict[str, Any]:
         if self.run_id is None:
@@ -195,10 +211,10 @@ def second(run: Runner, saver: RedisSaver, config: dict[str, Any], start: Any, s
     if way == "reanswered":
         run.gate = "B"
     if way == "server_retry":
-        run.run_id = "R1"  # the server retries the run under its id
+        run.run_id = run.first_run  # the server retries the run under its id
     if way == "rollback":
-        saver.delete_for_runs(["R1"])
-        run.run_id = "R2"
+        saver.delete_for_runs([run.first_run])
+        run.run_id = f"R2-{run.cell['id']}"
     if way == "copy":
         saver.copy_thread(
             config["configurable"]["thread_id"], config["configurable"]["thread_id"] + "-copy"
