@@ -58,6 +58,9 @@ class Batch:
     # (WAIT counts the acknowledgements of its own connection's writes); its reply, the
     # replicas that acknowledged, is one more result at the end.
     wait_replicas: tuple[int, int] | None = None
+    # A write the plan can do without (the quarantine a read attempts): a server state
+    # that refuses it (READONLY...) comes back as its value at once, not ridden out.
+    best_effort: bool = False
 
 
 @dataclass(frozen=True)

@@ -59,8 +59,9 @@ def all_thread_ids(ctx: PlanContext) -> Plan[list[str]]:
 def refresh_ttl(ctx: PlanContext, tk: ThreadKeys) -> Plan[None]:
     """With ``refresh_on_read``: every key of the thread that expires expires ``ttl``
     from now, in one round trip (``refresh.lua``: a thread waiting on an interrupt,
-    whose keys do not expire, stays so). A Redis error (a read-only replica) is
-    raised: the thread would otherwise expire while it looks read."""
+    whose keys do not expire, stays so). A Redis error is raised: the thread would
+    otherwise expire while it looks read (on a read-only replica, READONLY is a passing
+    state first: ``FailoverTimeoutError`` names it once ``failover_timeout`` passed)."""
     if ctx.refresh_on_read and ctx.ttl_arg:
         yield Script("refresh", tk.all(), [ctx.ttl_arg])
 
@@ -309,7 +310,9 @@ def reindex(ctx: PlanContext, tk: ThreadKeys, unindexed: Sequence[bytes | str]) 
     kinds = ", ".join(member_label(k) for k in unindexed)
     if ctx.repair_on_read:
         (added,) = yield Batch(
-            [Script("reindex", tk.with_twins(), [ctx.ttl_arg])], errors_as_values=True
+            [Script("reindex", tk.with_twins(), [ctx.ttl_arg])],
+            errors_as_values=True,
+            best_effort=True,
         )
         if not isinstance(added, Exception):
             logger.error(
@@ -347,7 +350,7 @@ def _quarantine(
         # Best effort: a read must not fail because Redis refuses writes (out of
         # memory, a read-only replica or ACL user); the damage is skipped either way.
         script = Script("quarantine", tk.with_twins(), [ctx.ttl_arg, *args])
-        (reply,) = yield Batch([script], errors_as_values=True)
+        (reply,) = yield Batch([script], errors_as_values=True, best_effort=True)
         if isinstance(reply, Exception):
             logger.warning(
                 "langgraph-durable: could not quarantine damaged records of thread %r: %s",

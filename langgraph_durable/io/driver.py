@@ -196,7 +196,7 @@ class Driver:
                 _log_errors(ahead, results[: len(ahead)])
                 results = results[len(ahead) :]
                 passing = next((r for r in results if _passing(r)), None)
-                if passing is not None:  # refused, not run: sent again within the budget
+                if passing is not None and not op.best_effort:  # refused, not run: again
                     yield Pause(attempts.again(passing))
                     continue
                 if any(isinstance(r, NoScriptError) for r in results):

@@ -15,7 +15,7 @@ import redis
 from langgraph_durable import AsyncRedisSaver, RedisSaver
 from langgraph_durable.io.scripts import server_version
 from tests.helpers.graphs import react_graph, react_input
-from tests.helpers.redis_keys import flipped
+from tests.helpers.redis_keys import flip_last_bit, flipped
 from tests.helpers.servers import Server, start_server
 
 
@@ -117,6 +117,18 @@ def test_reads_work_on_a_read_only_replica(tmp_path: Path) -> None:
             assert got.checkpoint == expected.checkpoint
             assert [c.config for c in reader.list(cfg("t"))] == history
             assert reader.verify("t").ok
+        # Damage read on the replica: the fallback at once; the quarantine a read attempts
+        # is best effort, refused by the replica (READONLY) and not ridden out.
+        primary_client = redis.Redis.from_url(primary.url)
+        tk = RedisSaver(primary_client).keys.thread("t")
+        flip_last_bit(primary_client, tk.cp, max(primary_client.hkeys(tk.cp)))
+        assert primary_client.wait(1, 60_000) == 1
+        primary_client.close()
+        with RedisSaver.from_conn_string(replica.url, failover_timeout=30) as reader:
+            started = time.monotonic()
+            fallen_back = reader.get_tuple(cfg("t"))
+            assert fallen_back is not None and fallen_back.config != expected.config
+            assert time.monotonic() - started < 10, "a best-effort quarantine was ridden out"
     finally:
         replica_client.close()
         replica.stop()
