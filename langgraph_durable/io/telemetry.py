@@ -25,7 +25,7 @@ import hashlib
 import importlib.metadata
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -34,6 +34,7 @@ from langgraph_durable.core.errors import (
     LeaseHeldError,
     LeaseLostError,
 )
+from langgraph_durable.io.counts import records_in, written_bytes
 from langgraph_durable.io.instruments import INSTRUMENTATION, Instruments
 
 logger = logging.getLogger("langgraph_durable")
@@ -74,7 +75,7 @@ class Scope:
 
     def received(self, reply: Any) -> None:
         if self.recording:
-            self.records_read += _records_in(reply)
+            self.records_read += records_in(reply)
 
     def note(self, event: str, attributes: Mapping[str, Any]) -> None:
         """Something an operator must notice: a span event and a count."""
@@ -383,44 +384,3 @@ def _system() -> dict[str, str]:
         "db.system.name": "redis",
         **({"db.system": "redis"} if "database/dup" in opted else {}),
     }
-
-
-# Commands the savers send on their own that write (everything else they send reads).
-_WRITING = frozenset({"HSET", "HDEL", "DEL", "UNLINK", "ZADD", "ZREM", "SET", "EXPIRE", "PEXPIRE"})
-
-
-def written_bytes(op: Any) -> int:
-    """The bytes ``op`` (a ``Script``, ``Command``, ``Batch`` or a raw command tuple)
-    writes: its byte arguments if it writes, 0 for a read."""
-    from langgraph_durable.io.scripts import READ_ONLY
-
-    if hasattr(op, "commands"):  # a Batch, and the commands it runs ahead
-        return sum(written_bytes(c) for c in [*op.commands, *getattr(op, "ahead", ())])
-    if hasattr(op, "name") and hasattr(op, "args"):  # a Script
-        return 0 if op.name in READ_ONLY else _payload_bytes(op.args)
-    args = getattr(op, "args", op)  # a Command, or a command as a tuple
-    if isinstance(args, tuple | list) and args and str(args[0]).upper() in _WRITING:
-        return _payload_bytes(args[1:])
-    return 0
-
-
-def _payload_bytes(args: Any) -> int:
-    """The bytes among a round trip's arguments (nested one level for batches)."""
-    total = 0
-    for arg in _flat(args):
-        if isinstance(arg, bytes | bytearray | memoryview):
-            total += len(arg)
-    return total
-
-
-def _records_in(reply: Any) -> int:
-    """The non-empty bulk strings in a reply (nested replies flattened)."""
-    return sum(1 for item in _flat(reply) if isinstance(item, bytes) and item)
-
-
-def _flat(value: Any, depth: int = 0) -> Iterator[Any]:
-    if isinstance(value, list | tuple) and depth < 4:
-        for item in value:
-            yield from _flat(item, depth + 1)
-    else:
-        yield value

@@ -235,7 +235,7 @@ def test_db_system_stands_beside_db_system_name_where_the_opt_in_asks(
 
 def test_a_read_writes_no_bytes_and_a_batch_counts_its_scripts() -> None:
     from langgraph_durable.core.ops import Batch
-    from langgraph_durable.io.telemetry import written_bytes
+    from langgraph_durable.io.counts import written_bytes
 
     assert written_bytes(Script("read_checkpoints", ["k"], [b"guessed-field"])) == 0
     batch = Batch([Script("put_writes", ["k"], [b"x" * 10]), ("HSET", "k", "f", b"y" * 5)])
