@@ -38,6 +38,7 @@ from langgraph_durable.core.fencing import Lease
 from langgraph_durable.core.inputs import configurable
 from langgraph_durable.core.ops import Plan
 from langgraph_durable.core.saver_core import SaverCore
+from langgraph_durable.core.walk import Walk
 from langgraph_durable.io.telemetry import Telemetry
 
 _T = TypeVar("_T")
@@ -126,41 +127,31 @@ def _renewing(saver: LeaseHolder, lease: Lease) -> Sequence[None]:
 
 def _run(saver: LeaseHolder, steps: Sequence[_T], waited: Callable[[float], bool]) -> _T | None:
     """Drive ``steps`` from sync code; ``waited(s)`` waits, True to stop (None returned)."""
-    reply: Any = None
-    error: Exception | None = None
-    while True:
-        try:
-            step = steps.send(reply) if error is None else steps.throw(error)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
-        reply, error = None, None
+    walk = Walk(steps)
+    for step in walk:
         if isinstance(step, float):
             if waited(step):
                 return None
             continue
         try:
-            reply = saver.drive(step)
+            walk.reply = saver.drive(step)
         except Exception as exc:  # noqa: BLE001 - thrown into the sequence, which decides
-            error = exc
+            walk.error = exc
+    return walk.result
 
 
 async def _arun(saver: LeaseHolder, steps: Sequence[_T]) -> _T:
     """Drive ``steps`` from async code (cancelling the task stops it)."""
-    reply: Any = None
-    error: Exception | None = None
-    while True:
-        try:
-            step = steps.send(reply) if error is None else steps.throw(error)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
-        reply, error = None, None
+    walk = Walk(steps)
+    for step in walk:
         if isinstance(step, float):
             await asyncio.sleep(step)
             continue
         try:
-            reply = await saver.adrive(step)
+            walk.reply = await saver.adrive(step)
         except Exception as exc:  # noqa: BLE001 - as above
-            error = exc
+            walk.error = exc
+    return walk.result
 
 
 def _slept(seconds: float) -> bool:

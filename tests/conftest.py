@@ -9,9 +9,7 @@ other data is never touched.
 from __future__ import annotations
 
 import os
-import random
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -27,7 +25,7 @@ from hypothesis import HealthCheck, settings
 from langgraph_durable import RedisSaver, ToolLedger
 from tests.helpers.ledger_agent import START_INPUT, Effects, agent_graph, normalized
 from tests.helpers.redis_keys import delete_prefix
-from tests.helpers.servers import Server, start_server
+from tests.helpers.servers import Server, cluster_port, start_server
 
 # Property tests: the same examples on every run (derandomize), and no time limit on an
 # example or on generating data, which a loaded machine would turn into failures.
@@ -81,25 +79,6 @@ def _own_prefix(client: redis.Redis) -> Iterator[str]:
 
 
 # -- a private 3-master Redis Cluster, for the cluster tests and the graph tests --------
-def _cluster_port() -> int:
-    """A port whose cluster-bus twin (port + 10000) looks free too. Only a guess: another
-    process may bind either before the node does, and start_server then picks again."""
-    rng = random.SystemRandom()  # spread over the range: other sessions run beside us
-    while True:
-        port = rng.randrange(20000, 30000)
-        if all(_is_free(p) for p in (port, port + 10000)):
-            return port
-
-
-def _is_free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
 @pytest.fixture(scope="session")
 def cluster_url() -> Iterator[str]:
     cli = shutil.which("redis-cli") or shutil.which("valkey-cli")
@@ -116,7 +95,7 @@ def cluster_url() -> Iterator[str]:
                     str(node_dir),
                     *("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"),
                     *("--save", "", "--appendonly", "no"),
-                    pick_port=_cluster_port,
+                    pick_port=cluster_port,
                 )
             )
         ports = [node.port for node in nodes]

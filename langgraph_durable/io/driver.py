@@ -46,6 +46,7 @@ from langgraph_durable.core.ops import (
     ScanKeys,
     Script,
 )
+from langgraph_durable.core.walk import Walk
 from langgraph_durable.io import compat, connect, hazards, pipelines, wire
 from langgraph_durable.io.failover import Failover, passing_state
 from langgraph_durable.io.pipelines import Call
@@ -180,6 +181,13 @@ class Driver:
                         wait,
                         lost=self.failover.lost,
                     )
+                elif wait and self.cluster:  # WAIT on the batch's own connection
+                    if ahead:
+                        _log_errors(ahead, (yield pipelines.pipelined(self.client, ahead, False)))
+                        ahead = []
+                    results = yield pipelines.node_round_trip(
+                        self.client, op, commands, wait[0], self.failover.lost
+                    )
                 else:
                     results = yield pipelines.pipelined(self.client, [*ahead, *commands], op.atomic)
                     if wait:  # its own call: the same connection only where there is one
@@ -270,36 +278,26 @@ def run_calls(steps: Steps[T], failover: Failover) -> Generator[Any, None, T]:
 
 
 def _run_calls(steps: Steps[T], failover: Failover) -> Generator[Any, None, T]:
-    reply: Any = None
-    error: Exception | None = None
-    while True:
-        try:
-            step = steps.send(reply) if error is None else steps.throw(error)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
-        reply, error = None, None
+    walk = Walk(steps)
+    for step in walk:
         if isinstance(step, Emit):
             yield step.item
-            continue
-        if isinstance(step, Pause):
+        elif isinstance(step, Pause):
             time.sleep(step.seconds)
-            continue
-        attempts = failover.attempts()
-        while True:
-            began = failover.clock()
-            try:
-                reply = step()
-                failover.connected = True
-                break
-            except Exception as exc:  # noqa: BLE001 - handed to the plan's driver step
-                try:  # a lost server: the call again, until failover_timeout
-                    if not getattr(step, "failover_retry", True):
-                        raise
-                    delay = attempts.again(exc, began)
-                except Exception as final:  # noqa: BLE001 - as above
-                    error = final
+        else:
+            attempts = failover.attempts()
+            while True:
+                began = failover.clock()
+                try:
+                    walk.reply = step()
+                except Exception as exc:  # noqa: BLE001 - handed to the plan's driver step
+                    if (delay := _again(walk, step, attempts, exc, began)) is None:
+                        break
+                    time.sleep(delay)
+                else:
+                    failover.connected = True
                     break
-                time.sleep(delay)
+    return walk.result
 
 
 async def arun_calls(
@@ -318,37 +316,38 @@ async def arun_calls(
 async def _arun_calls(
     steps: Steps[Any], failover: Failover, result: list[Any]
 ) -> AsyncIterator[Any]:
-    reply: Any = None
-    error: Exception | None = None
-    while True:
-        try:
-            step = steps.send(reply) if error is None else steps.throw(error)
-        except StopIteration as stop:
-            result.append(stop.value)
-            return
-        reply, error = None, None
+    walk = Walk(steps)
+    for step in walk:
         if isinstance(step, Emit):
             yield step.item
-            continue
-        if isinstance(step, Pause):
+        elif isinstance(step, Pause):
             await asyncio.sleep(step.seconds)
-            continue
-        attempts = failover.attempts()
-        while True:
-            began = failover.clock()
-            try:
-                reply = await step()
-                failover.connected = True
-                break
-            except Exception as exc:  # noqa: BLE001 - handed to the plan's driver step
-                try:  # a lost server: the call again, until failover_timeout
-                    if not getattr(step, "failover_retry", True):
-                        raise
-                    delay = attempts.again(exc, began)
-                except Exception as final:  # noqa: BLE001 - as above
-                    error = final
+        else:
+            attempts = failover.attempts()
+            while True:
+                began = failover.clock()
+                try:
+                    walk.reply = await step()
+                except Exception as exc:  # noqa: BLE001 - handed to the plan's driver step
+                    if (delay := _again(walk, step, attempts, exc, began)) is None:
+                        break
+                    await asyncio.sleep(delay)
+                else:
+                    failover.connected = True
                     break
-                await asyncio.sleep(delay)
+    result.append(walk.result)
+
+
+def _again(walk: Walk[Any], step: Any, attempts: Any, exc: Exception, began: float) -> float | None:
+    """How long to wait before ``step`` goes again after ``exc`` (a lost server, within
+    ``failover_timeout``), or None: then the error to throw into the plan is set."""
+    try:
+        if not getattr(step, "failover_retry", True):
+            raise exc
+        return attempts.again(exc, began)  # type: ignore[no-any-return]
+    except Exception as final:  # noqa: BLE001 - handed to the plan's driver step
+        walk.error = final
+        return None
 
 
 def _counted(steps: Steps[T], scope: Scope) -> Steps[T]:

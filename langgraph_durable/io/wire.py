@@ -375,6 +375,18 @@ async def acall(
     return reply
 
 
+async def aexchange(
+    conn: Any,
+    commands: Sequence[tuple[Any, ...]],
+    atomic: bool,
+    callbacks: Mapping[str, Any],
+    after: Sequence[tuple[Any, ...]] = (),
+) -> list[Any]:
+    """``exchange`` on ``conn``, a connection the caller holds (asyncio): a cluster node's
+    (``pipelines.node_round_trip``). A connection error is raised: the caller retries."""
+    return await _arun(conn, exchange(commands, atomic, callbacks, after))
+
+
 async def _arun(conn: Any, steps: Exchange) -> list[Any]:
     reply: Any = None
     while True:

@@ -12,7 +12,7 @@ mechanism), the error it raises, and what a ``skip`` answer hands back. Rules:
     ``result``, else the recorded result re-addressed to the new ``tool_call_id``.
   * A recorded call whose outcome is unknown is not asked about separately: the
     divergence question covers it (the model no longer asks for it).
-Pure functions; ``plans.py`` does the Redis side.
+Pure functions; ``calls.py`` and ``escalations.py`` do the Redis side.
 """
 
 from __future__ import annotations

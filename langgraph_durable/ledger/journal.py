@@ -41,34 +41,34 @@ Owns where a model call is recorded and when its answer is replayed. Rules it ke
   * What is stored must load back under the saver's allowlist: a value naming a type
     the allowlist refuses (a structured response of your own class) raises
     ``ConfigurationError`` naming it before anything is written.
-Plans and a thin sync and async shell; ``journaled_model.py`` and ``middleware.py`` use
-them.
+Plans over the ledger context and a model call's sequence (``journaled``); the
+integrations (``integrations/model.py``, ``integrations/middleware.py``) drive them.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig
 
 from langgraph_durable.core.errors import ConfigurationError, RecordDamagedError
 from langgraph_durable.core.ops import Plan
 from langgraph_durable.core.serde import accepted_types, load
+from langgraph_durable.ledger.calls import replay_note
+from langgraph_durable.ledger.context import LedgerContext, task_of
 from langgraph_durable.ledger.entries import MODEL_CALL, MODEL_POSITION, RESULT, LedgerEntry
 from langgraph_durable.ledger.executions import Lineage, ai_messages, request_digest
-from langgraph_durable.ledger.plans import replay_note
-from langgraph_durable.ledger.running import CallRunner
-from langgraph_durable.ledger.sequences import CallSequence, Locked, arun, run
+from langgraph_durable.ledger.memory import answer_messages
+from langgraph_durable.ledger.sequences import CallSequence, Invoke, Locked
 from langgraph_durable.ledger.sites import Site, TaskContext, call_site, facts
-from langgraph_durable.ledger.wiring import MODEL_ADVICE, refuse_sync_on_loop
+from langgraph_durable.ledger.store import load as load_task
+from langgraph_durable.ledger.store import write
 
 logger = logging.getLogger("langgraph_durable")
-_ANSWERS_KEPT = 10_000  # tool calls (and answers recorded here) remembered per ledger
-_MESSAGE = "\x00message:"  # answers are also remembered by their AI messages' ids
 
 
 @dataclass
@@ -79,7 +79,7 @@ class ModelCall:
     position: int
     messages: int  # how many messages its request holds
     request: str  # its request's digest (executions.py)
-    ledger: Any  # what records it: the ledger, or its view on the task's saver (_bound)
+    lctx: LedgerContext  # what records it (``context.bound``: the task's saver)
     seen: tuple[str, ...]  # ids of the AI messages its request holds
     site: Site | None = None  # set once the task's execution is known
     recorded: LedgerEntry | None = None  # its answer is ``recorded.result``
@@ -87,204 +87,165 @@ class ModelCall:
     earlier: list[LedgerEntry] = field(default_factory=list)  # answers it settles
 
 
-class ModelJournal(CallRunner):
-    """The model-call journal of ``ToolLedger``."""
+def model_call(lctx: LedgerContext, config: RunnableConfig, request: Any) -> ModelCall | None:
+    """Claim the next model-call place of the running task; None outside a task."""
+    found = task_of(lctx, config)
+    if found is None:
+        return None
+    recording, ctx = found
+    with ctx.lock:
+        position = MODEL_POSITION + ctx.model_calls
+        ctx.model_calls += 1
+    seen = tuple(str(m.id) for m in ai_messages(request) if m.id)
+    return ModelCall(ctx, position, _count(request), request_digest(request), recording, seen)
 
-    def _model_call(self, config: RunnableConfig, request: Any) -> ModelCall | None:
-        """Claim the next model-call place of the running task; None outside a task."""
-        ledger = self._bound(config)
-        ctx = self._context(config, ledger._keys)
-        if ctx is None:
-            return None
-        with ctx.lock:
-            position = MODEL_POSITION + ctx.model_calls
-            ctx.model_calls += 1
-        seen = tuple(str(m.id) for m in ai_messages(request) if m.id)
-        return ModelCall(ctx, position, _count(request), request_digest(request), ledger, seen)
 
-    def _look_up(self, call: ModelCall) -> Plan[ModelCall]:
-        """Read the task's entries (once per task attempt) and find the answer to replay,
-        if any (the module's rules). The caller holds the task's lock."""
-        ctx = call.ctx
-        if not ctx.loaded:
-            yield from self._load(ctx, Lineage(request=call.request))
-            ctx.loaded = True
-        site = call.site = call_site(
-            self._keys, ctx, MODEL_CALL, None, tool_call_id=None, position=call.position
+def look_up(call: ModelCall) -> Plan[ModelCall]:
+    """Read the task's entries (once per task attempt) and find the answer to replay,
+    if any (the module's rules). The caller holds the task's lock."""
+    ctx, lctx = call.ctx, call.lctx
+    if not ctx.loaded:
+        yield from load_task(lctx, ctx, Lineage(request=call.request))
+        ctx.loaded = True
+    site = call.site = call_site(
+        lctx.keys, ctx, MODEL_CALL, None, tool_call_id=None, position=call.position
+    )
+    entry = ctx.entries.get(site.field)
+    call.previous = entry
+    # Answers of other tasks this request holds: their tasks completed (a later step
+    # saw them), so they are settled, in this call's write.
+    call.earlier = [
+        replace(e, settled=True)
+        for e in lctx.memory.answers_in(site.thread_id, call.seen)
+        if not e.settled and not e.field.startswith(site.task_prefix)
+    ]
+    if entry is None or entry.state != RESULT:
+        return call
+    if entry.request is not None and entry.request != call.request:
+        # decide.py: the same execution but another request (a prompt that changed,
+        # a state edited under it) is no replay; a model call has no side effects,
+        # so the model is asked again and its new answer's calls are judged anew.
+        logger.info(
+            "langgraph-durable: thread %r, step %d: the model call recorded at this "
+            "place had another request; asking the model again",
+            site.thread_id,
+            site.where.step,
         )
-        entry = ctx.entries.get(site.field)
-        call.previous = entry
-        # Answers of other tasks this request holds: their tasks completed (a later step
-        # saw them), so they are settled, in this call's write.
-        call.earlier = [
-            replace(e, settled=True)
-            for e in self._answers_in(site.thread_id, call.seen)
-            if not e.settled and not e.field.startswith(site.task_prefix)
-        ]
-        if entry is None or entry.state != RESULT:
-            return call
-        if entry.request is not None and entry.request != call.request:
-            # decide.py: the same execution but another request (a prompt that changed,
-            # a state edited under it) is no replay; a model call has no side effects,
-            # so the model is asked again and its new answer's calls are judged anew.
+        return call
+    now = ctx.place.now
+    if not entry.settled:
+        # Each interrupt answered since earns a replay: the attempt before stopped
+        # at an interrupt() after the answer, not at an error.
+        if (
+            lctx.memory.raised_here(site.thread_id, site.field, now.task_id, now.attempt)
+            or entry.replays > now.answered
+        ):
             logger.info(
-                "langgraph-durable: thread %r, step %d: the model call recorded at this "
-                "place had another request; asking the model again",
+                "langgraph-durable: thread %r, step %d: the recorded model answer was "
+                "not acted on by %s; asking the model again",
                 site.thread_id,
                 site.where.step,
+                "the attempt that failed after it" if entry.replays < 1 else "its replays",
             )
             return call
-        now = ctx.place.now
-        if not entry.settled:
-            # Each interrupt answered since earns a replay: the attempt before stopped
-            # at an interrupt() after the answer, not at an error.
-            if self._raised_here(site, now.task_id, now.attempt) or entry.replays > now.answered:
-                logger.info(
-                    "langgraph-durable: thread %r, step %d: the recorded model answer was "
-                    "not acted on by %s; asking the model again",
-                    site.thread_id,
-                    site.where.step,
-                    "the attempt that failed after it" if entry.replays < 1 else "its replays",
-                )
-                return call
-            counted = replace(entry, replays=entry.replays + 1, **facts(ctx, entry))
-            (entry,) = yield from self._write(site.thread_id, [counted], settle=call.earlier)
-            self._settled(site.thread_id, call.earlier)
-            call.earlier = []
-        if call.earlier:  # rare: only an answer this process handed out before a crash
-            yield from self._write(site.thread_id, [], settle=call.earlier)
-            self._settled(site.thread_id, call.earlier)
-            call.earlier = []
-        if not entry.settled:
-            ctx.unsettled.append(entry)
-        ctx.entries[site.field] = entry
-        call.recorded = entry
-        self._remember(site.thread_id, entry)
-        yield replay_note(entry, "model")
-        return call
-
-    def _record(self, call: ModelCall, value: Any) -> Plan[None]:
-        """Store ``value``, the model's answer, at the call's place (one write)."""
-        self._check_loadable(value)
-        site, ctx = call.site, call.ctx
-        assert site is not None  # _look_up set it
-        _name_messages(value, site.key)
-        now = time.time()
-        previous = call.previous
-        entry = LedgerEntry(
-            field=site.field,
-            **vars(site.where),
-            state=RESULT,
-            idempotency_key=site.key,
-            args={"messages": call.messages},
-            attempts=1 + (previous.attempts if previous is not None else 0),
-            result=value,
-            started_at=now,
-            finished_at=now,
-            request=call.request,
-            drops=previous.drops if previous is not None else (),
-            **facts(ctx),
-        )
-        (entry,) = yield from self._write(
-            site.thread_id,
-            [entry],
-            replacing=[previous] if previous else [],
-            settle=call.earlier,
-        )
-        self._settled(site.thread_id, call.earlier)
-        ctx.entries[site.field] = entry
+        counted = replace(entry, replays=entry.replays + 1, **facts(ctx, entry))
+        (entry,) = yield from write(lctx, site.thread_id, [counted], settle=call.earlier)
+        lctx.memory.settled(site.thread_id, call.earlier)
+        call.earlier = []
+    if call.earlier:  # rare: only an answer this process handed out before a crash
+        yield from write(lctx, site.thread_id, [], settle=call.earlier)
+        lctx.memory.settled(site.thread_id, call.earlier)
+        call.earlier = []
+    if not entry.settled:
         ctx.unsettled.append(entry)
-        self._remember(site.thread_id, entry, attempt=ctx.place.now.attempt)
+    ctx.entries[site.field] = entry
+    call.recorded = entry
+    lctx.memory.remember(site.thread_id, entry)
+    yield replay_note(entry, "model")
+    return call
 
-    def _check_loadable(self, value: Any) -> None:
-        serde = self.saver.core.serde
-        try:
-            load(serde, *serde.dumps_typed(value), accepted_types(serde))
-        except RecordDamagedError as exc:
-            raise ConfigurationError(
-                f"the ledger cannot journal this model answer: {exc.reason}. Add its "
-                "type to the saver's allowed_types= (e.g. the class of a structured "
-                f"response), or journal no model calls (got a {type(value).__name__})"
-            ) from exc
 
-    def _give_back(self, call: ModelCall) -> None:
-        """A call that raised gives its place back if no later call claimed one."""
-        with call.ctx.lock:
-            if call.ctx.model_calls == call.position - MODEL_POSITION + 1:
-                call.ctx.model_calls -= 1
+def record(call: ModelCall, value: Any) -> Plan[None]:
+    """Store ``value``, the model's answer, at the call's place (one write)."""
+    lctx, site, ctx = call.lctx, call.site, call.ctx
+    _check_loadable(lctx, value)
+    assert site is not None  # look_up set it
+    _name_messages(value, site.key)
+    now = time.time()
+    previous = call.previous
+    entry = LedgerEntry(
+        field=site.field,
+        **vars(site.where),
+        state=RESULT,
+        idempotency_key=site.key,
+        args={"messages": call.messages},
+        attempts=1 + (previous.attempts if previous is not None else 0),
+        result=value,
+        started_at=now,
+        finished_at=now,
+        request=call.request,
+        drops=previous.drops if previous is not None else (),
+        **facts(ctx),
+    )
+    (entry,) = yield from write(
+        lctx,
+        site.thread_id,
+        [entry],
+        replacing=[previous] if previous else [],
+        settle=call.earlier,
+    )
+    lctx.memory.settled(site.thread_id, call.earlier)
+    ctx.entries[site.field] = entry
+    ctx.unsettled.append(entry)
+    lctx.memory.remember(site.thread_id, entry, attempt=ctx.place.now.attempt)
 
-    # -- what this process remembers of the answers it handed out ---------------------
-    def _remember(self, thread_id: str, entry: LedgerEntry, attempt: int | None = None) -> None:
-        """Keep ``entry``'s tool-call ids (a tool call finds the answer it came from) and,
-        for an answer recorded here, the node attempt that recorded it."""
-        with self._contexts_lock:
-            for call_id in _tool_call_ids(entry.result):
-                self._answers[(thread_id, call_id)] = entry
-            for message in _answer_messages(entry.result):
-                if message.id:
-                    self._answers[(thread_id, _MESSAGE + str(message.id))] = entry
-            if attempt is not None:
-                self._recorded_by[(thread_id, entry.field)] = (entry.task_id, attempt)
-            for kept in (self._answers, self._recorded_by):
-                while len(kept) > _ANSWERS_KEPT:
-                    kept.popitem(last=False)  # type: ignore[attr-defined]
 
-    def _answers_of(self, thread_id: str, call_ids: frozenset[str]) -> list[LedgerEntry]:
-        """The journaled answers, handed out by this process, that held ``call_ids``."""
-        with self._contexts_lock:
-            found = {id(e): e for c in call_ids if (e := self._answers.get((thread_id, c)))}
-        return list(found.values())
+def _check_loadable(lctx: LedgerContext, value: Any) -> None:
+    serde = lctx.core.serde
+    try:
+        load(serde, *serde.dumps_typed(value), accepted_types(serde))
+    except RecordDamagedError as exc:
+        raise ConfigurationError(
+            f"the ledger cannot journal this model answer: {exc.reason}. Add its "
+            "type to the saver's allowed_types= (e.g. the class of a structured "
+            f"response), or journal no model calls (got a {type(value).__name__})"
+        ) from exc
 
-    def _answers_in(self, thread_id: str, message_ids: tuple[str, ...]) -> list[LedgerEntry]:
-        """The journaled answers, handed out by this process, whose AI messages these are."""
-        return self._answers_of(thread_id, frozenset(_MESSAGE + m for m in message_ids))
 
-    def _raised_here(self, site: Site, task_id: str, attempt: int) -> bool:
-        """Whether an earlier attempt of this task, in this process, recorded the answer
-        at ``site``: LangGraph runs an attempt again only after one raised."""
-        with self._contexts_lock:
-            recorded = self._recorded_by.get((site.thread_id, site.field))
-        return recorded is not None and recorded[0] == task_id and attempt > recorded[1]
+def give_back(call: ModelCall) -> None:
+    """A call that raised gives its place back if no later call claimed one."""
+    with call.ctx.lock:
+        if call.ctx.model_calls == call.position - MODEL_POSITION + 1:
+            call.ctx.model_calls -= 1
 
-    def _settled(self, thread_id: str, entries: list[LedgerEntry]) -> None:
-        for entry in entries:
-            self._remember(thread_id, entry)
 
-    # -- the shells -------------------------------------------------------------------
-    def open_model_call(self, config: RunnableConfig, request: Any) -> ModelCall | None:
-        """The model call about to be made in the running task, with its recorded answer
-        if it has one; None outside a checkpointed graph task (nothing is recorded)."""
-        call = self._model_call(config, request)
-        if call is None:
-            return None
-        ledger = call.ledger
-        refuse_sync_on_loop(ledger.saver, MODEL_ADVICE)
-        return run(ledger.saver, ledger._model_sequence(call))
+def journaled(
+    call: ModelCall,
+    invoke: Callable[[], Any],
+    stored: Callable[[Any], Any] = lambda value: value,
+    answer: Callable[[Any], Any] = lambda value: value,
+) -> CallSequence[Any]:
+    """A model call's sequence (``sequences.py``): its look-up, whole under the task's
+    lock; then the recorded answer (as ``answer`` gives it back), or the model called
+    (``invoke``) and what ``stored`` makes of its answer recorded. A call that raised
+    records nothing and gives its place back."""
+    found = yield from opened(call)
+    if found.recorded is not None:
+        return answer(found.recorded.result)
+    try:
+        value = yield Invoke(invoke)
+        kept = stored(value)
+    except Exception:
+        give_back(call)
+        raise
+    yield record(call, kept)
+    return value
 
-    async def aopen_model_call(self, config: RunnableConfig, request: Any) -> ModelCall | None:
-        """``open_model_call`` for async code."""
-        call = self._model_call(config, request)
-        if call is None:
-            return None
-        return await arun(call.ledger.saver, call.ledger._model_sequence(call))
 
-    def _model_sequence(self, call: ModelCall) -> CallSequence[ModelCall]:
-        """A model call's sequence (``sequences.py``): its look-up, whole under the
-        task's lock."""
-        found: ModelCall = yield Locked(call.ctx, self._look_up(call))
-        return found
-
-    def close_model_call(self, call: ModelCall, value: Any) -> None:
-        """Record the model's answer ``value`` (once the call, or its stream, completed)."""
-        call.ledger.saver.drive(call.ledger._record(call, value))
-
-    async def aclose_model_call(self, call: ModelCall, value: Any) -> None:
-        """``close_model_call`` for async code."""
-        await call.ledger.saver.adrive(call.ledger._record(call, value))
-
-    def abandon_model_call(self, call: ModelCall) -> None:
-        """The call raised an error: nothing is recorded, its place is given back."""
-        self._give_back(call)
+def opened(call: ModelCall) -> CallSequence[ModelCall]:
+    """A model call's look-up, whole under the task's lock (a stream's first step)."""
+    found: ModelCall = yield Locked(call.ctx, look_up(call))
+    return found
 
 
 def _count(request: Any) -> int:
@@ -295,20 +256,9 @@ def _count(request: Any) -> int:
     return len(to_messages()) if callable(to_messages) else 1
 
 
-def _answer_messages(value: Any) -> list[Any]:
-    """The AI messages of an answer: a message, or ``create_agent``'s stored response."""
-    if isinstance(value, dict) and isinstance(value.get("result"), list):
-        return [m for m in value["result"] if isinstance(m, AIMessage)]
-    return [value] if isinstance(value, AIMessage) else []
-
-
 def _name_messages(value: Any, key: str) -> None:
     """Give the answer's AI messages an id if they have none: LangGraph would give each
     a random one, and a replay must put the same message in the state."""
-    for i, message in enumerate(_answer_messages(value)):
+    for i, message in enumerate(answer_messages(value)):
         if message.id is None:
             message.id = f"{key}-{i}"
-
-
-def _tool_call_ids(value: Any) -> list[str]:
-    return [str(c["id"]) for m in _answer_messages(value) for c in m.tool_calls if c.get("id")]

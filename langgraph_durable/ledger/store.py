@@ -22,9 +22,10 @@ from typing import Any
 
 from langgraph_durable.core.fencing import held_token
 from langgraph_durable.core.heads import REPLAYED, ledger_mark
-from langgraph_durable.core.keys import LEDGER_RECORD, KeySchema
+from langgraph_durable.core.keys import LEDGER_RECORD
 from langgraph_durable.core.ledger_rollback import voided_runs
 from langgraph_durable.core.ops import Plan, Script
+from langgraph_durable.ledger.context import LedgerContext
 from langgraph_durable.ledger.entries import (
     DAMAGED,
     LedgerEntry,
@@ -44,7 +45,7 @@ logger = logging.getLogger("langgraph_durable")
 
 @dataclass
 class _Read:
-    """What one ledger read found (``LedgerStore._read``)."""
+    """What one ledger read found (``read``)."""
 
     entries: list[LedgerEntry]
     damaged: bool  # a ledger key was ever moved aside: entries may be missing
@@ -53,168 +54,164 @@ class _Read:
     voided: set[str]  # runs rolled back
 
 
-class LedgerStore:
-    """Reads and writes of ``ToolLedger`` (its setting: the saver)."""
-
-    saver: Any
-
-    @property
-    def _keys(self) -> KeySchema:
-        return self.saver.core.keys  # type: ignore[no-any-return]
-
-    def _read(
-        self, thread_id: str, bounds: tuple[str, str], prefix: str = "", start_member: str = ""
-    ) -> Plan[_Read]:
-        """Entries within ``bounds`` (whose fields start with ``prefix``), also those whose
-        index member was lost; whether the ledger was ever damaged; the fields of those
-        the index lost (``_load`` re-indexes them). With ``start_member`` (one task's
-        read), also which executions' starting checkpoints are saved, and the runs rolled
-        back (executions.py)."""
-        tk = self._keys.thread(thread_id)
-        void_min, void_max = self._keys.ledger_void_range()
-        wrongtype, damaged, flat, unindexed, saved, voids, marks = yield Script(
-            "ledger_read", tk.with_twins(), [*bounds, "", prefix, start_member, void_min, void_max]
+def read(
+    lctx: LedgerContext,
+    thread_id: str,
+    bounds: tuple[str, str],
+    prefix: str = "",
+    start_member: str = "",
+) -> Plan[_Read]:
+    """Entries within ``bounds`` (whose fields start with ``prefix``), also those whose
+    index member was lost; whether the ledger was ever damaged; the fields of those
+    the index lost (``load`` re-indexes them). With ``start_member`` (one task's
+    read), also which executions' starting checkpoints are saved, and the runs rolled
+    back (executions.py)."""
+    tk = lctx.keys.thread(thread_id)
+    void_min, void_max = lctx.keys.ledger_void_range()
+    wrongtype, damaged, flat, unindexed, saved, voids, marks = yield Script(
+        "ledger_read", tk.with_twins(), [*bounds, "", prefix, start_member, void_min, void_max]
+    )
+    if wrongtype:
+        logger.error(
+            "langgraph-durable: ledger keys of thread %r hold the wrong type: %s",
+            thread_id,
+            [k.decode() if isinstance(k, bytes) else k for k in wrongtype],
         )
-        if wrongtype:
+    entries = []
+    marked = dict(zip(marks[0::2], marks[1::2]))
+    core = lctx.core
+    for i in range(0, len(flat), 2):
+        if lctx.keys.ledger_void_run(flat[i]) is not None:
+            voids += flat[i : i + 2]  # a whole-ledger read holds them among the entries
+            continue
+        if lctx.keys.is_ledger_ack(flat[i]):  # an operator's (core/incidents.py)
+            continue
+        try:
+            entry = open_entry(core, thread_id, flat[i], flat[i + 1] or None, marked.get(flat[i]))
+        except (ValueError, UnicodeDecodeError):  # not a field we wrote
+            logger.error("langgraph-durable: malformed ledger field %r", flat[i])
+            continue
+        if entry.damage == REPLAYED:
             logger.error(
-                "langgraph-durable: ledger keys of thread %r hold the wrong type: %s",
-                thread_id,
-                [k.decode() if isinstance(k, bytes) else k for k in wrongtype],
-            )
-        entries = []
-        marked = dict(zip(marks[0::2], marks[1::2]))
-        core = self.saver.core
-        for i in range(0, len(flat), 2):
-            if self._keys.ledger_void_run(flat[i]) is not None:
-                voids += flat[i : i + 2]  # a whole-ledger read holds them among the entries
-                continue
-            if self._keys.is_ledger_ack(flat[i]):  # an operator's (core/incidents.py)
-                continue
-            try:
-                entry = open_entry(
-                    core, thread_id, flat[i], flat[i + 1] or None, marked.get(flat[i])
-                )
-            except (ValueError, UnicodeDecodeError):  # not a field we wrote
-                logger.error("langgraph-durable: malformed ledger field %r", flat[i])
-                continue
-            if entry.damage == REPLAYED:
-                logger.error(
-                    "langgraph-durable: ledger entry %r of thread %r is %s",
-                    entry.field,
-                    thread_id,
-                    REPLAYED,
-                )
-            entries.append(entry)
-        if unindexed:
-            logger.error(
-                "langgraph-durable: the ledger index of thread %r lost %d entries whose "
-                "records are still there (eviction, a bad restore?): read from the records",
-                thread_id,
-                len(unindexed),
-            )
-            entries.sort(key=lambda e: e.field)  # in index order, as if nothing was lost
-        voided = voided_runs(self.saver.core, thread_id, voids)
-        if voided:
-            entries = [replace(e, rolled_back=e.run_id in voided) for e in entries]
-        saved_starts = {_text(s) for s in saved}
-        return _Read(entries, bool(damaged), list(unindexed), saved_starts, voided)
-
-    def _write(
-        self,
-        thread_id: str,
-        entries: Iterable[LedgerEntry],
-        replacing: Iterable[LedgerEntry] = (),
-        settle: Iterable[LedgerEntry] = (),
-    ) -> Plan[list[LedgerEntry]]:
-        """Store entries; the bytes of any damaged record they replace go to quarantine.
-        ``settle``: settled copies of model answers, each written only if its record is
-        still the one the copy was made from (``ledger_settle.lua``). Returns the entries
-        as written (``seen`` set)."""
-        entries = list(entries)
-        tk = self._keys.thread(thread_id)
-        core = self.saver.core
-        token = held_token(self._keys.prefix, thread_id)
-        damaged = {e.field: e.damage for e in replacing if e.state == DAMAGED}
-        args: list[Any] = [core.ttl_arg, token]
-        run_ids: set[str] = set()
-        written = []
-        for entry in entries:
-            if entry.run_id:
-                run_ids.add(entry.run_id)
-            reason = damaged.get(entry.field) or ""
-            record, body = sealed_entry(core, thread_id, entry)
-            args += [
+                "langgraph-durable: ledger entry %r of thread %r is %s",
                 entry.field,
-                record,
-                self._keys.quarantine_field(LEDGER_RECORD, entry.field) if reason else "",
-                reason,
-                *ledger_mark(core.envelope, thread_id, entry.field, body),  # heads.py
-            ]
-            written.append(replace(entry, seen=hashlib.sha1(record).hexdigest()))
-        settling: list[Any] = [core.ttl_arg, token]
-        for entry in settle:
-            if entry.seen is not None:
-                record, body = sealed_entry(core, thread_id, entry)
-                mark = ledger_mark(core.envelope, thread_id, entry.field, body)
-                settling += [entry.field, entry.seen, record, *mark]
-        # Each run goes in the thread's runs hash too (keys.py): delete_thread finds every
-        # run whose index set names the thread.
-        runs = [x for r in sorted(run_ids) for x in (self._keys.ledger_run_member(r), r)]
-        args[2:2] = [len(runs) // 2, *runs]
-        commands = [Script("ledger_write", tk.with_twins(), args)] if entries else []
-        if len(settling) > 2:
-            commands.append(Script("ledger_settle", tk.with_twins(), settling))
-        if not commands:
-            return written
-        # A run that recorded calls is in the run index, so a rollback finds the thread
-        # even if the run saved no checkpoint there (rollback.py).
-        ahead = tuple(c for r in sorted(run_ids) for c in core.run_index.ahead(r, thread_id))
-        _, acked = yield from core.write_round_trip(commands, raising=True, ahead=ahead)
-        core.replicated(tk, acked)
-        return written
-
-    def _load(self, ctx: TaskContext, lineage: Lineage) -> Plan[None]:
-        """Read the task's entries (one round trip), decide which execution the task
-        attempt belongs to (executions.py) and keep that execution's entries."""
-        place = ctx.place
-        read = yield from self._read(
-            place.thread_id,
-            self._keys.ledger_task_range(place.prefix),
-            place.prefix,
-            place.start_member,
-        )
-        if read.unindexed:  # put the index back together (an empty record re-indexes a field)
-            token = held_token(self._keys.prefix, place.thread_id)
-            args: list[Any] = [self.saver.core.ttl_arg, token, 0]
-            args += [x for field in read.unindexed for x in (field, "", "", "", "", "")]
-            yield Script("ledger_write", self._keys.thread(place.thread_id).with_twins(), args)
-        found = executions(read.entries, read.voided)
-        judged = judge(found, place.now, read.saved, lineage)
-        chosen = judged.same
-        ctx.execution = chosen.name if chosen is not None else new_name(found, place.now)
-        ctx.entries = {e.field: e for e in read.entries if e.execution == ctx.execution}
-        unsure = {x.name for x in judged.unsure}
-        ctx.suspects = {e.field: e for e in read.entries if e.execution in unsure}
-        ctx.facts = judged.facts
-        if logger.isEnabledFor(logging.DEBUG):
-            logger.debug(
-                "langgraph-durable: thread %r, task %s: continues %r, asks about %r, of %r",
-                place.thread_id,
-                place.prefix,
-                ctx.execution if chosen is not None else None,
-                sorted(unsure),
-                {x.name: judged.facts[x.name] for x in found},
+                thread_id,
+                REPLAYED,
             )
-        ctx.ledger_damaged = read.damaged
-        for e in ctx.entries.values():
-            if e.damage:
-                logger.error(
-                    "langgraph-durable: ledger entry %r of thread %r is damaged (%s); its "
-                    "outcome is treated as unknown",
-                    e.field,
-                    place.thread_id,
-                    e.damage,
-                )
+        entries.append(entry)
+    if unindexed:
+        logger.error(
+            "langgraph-durable: the ledger index of thread %r lost %d entries whose "
+            "records are still there (eviction, a bad restore?): read from the records",
+            thread_id,
+            len(unindexed),
+        )
+        entries.sort(key=lambda e: e.field)  # in index order, as if nothing was lost
+    voided = voided_runs(lctx.core, thread_id, voids)
+    if voided:
+        entries = [replace(e, rolled_back=e.run_id in voided) for e in entries]
+    saved_starts = {_text(s) for s in saved}
+    return _Read(entries, bool(damaged), list(unindexed), saved_starts, voided)
+
+
+def write(
+    lctx: LedgerContext,
+    thread_id: str,
+    entries: Iterable[LedgerEntry],
+    replacing: Iterable[LedgerEntry] = (),
+    settle: Iterable[LedgerEntry] = (),
+) -> Plan[list[LedgerEntry]]:
+    """Store entries; the bytes of any damaged record they replace go to quarantine.
+    ``settle``: settled copies of model answers, each written only if its record is
+    still the one the copy was made from (``ledger_settle.lua``). Returns the entries
+    as written (``seen`` set)."""
+    entries = list(entries)
+    tk = lctx.keys.thread(thread_id)
+    core = lctx.core
+    token = held_token(lctx.keys.prefix, thread_id)
+    damaged = {e.field: e.damage for e in replacing if e.state == DAMAGED}
+    args: list[Any] = [core.ttl_arg, token]
+    run_ids: set[str] = set()
+    written = []
+    for entry in entries:
+        if entry.run_id:
+            run_ids.add(entry.run_id)
+        reason = damaged.get(entry.field) or ""
+        record, body = sealed_entry(core, thread_id, entry)
+        args += [
+            entry.field,
+            record,
+            lctx.keys.quarantine_field(LEDGER_RECORD, entry.field) if reason else "",
+            reason,
+            *ledger_mark(core.envelope, thread_id, entry.field, body),  # heads.py
+        ]
+        written.append(replace(entry, seen=hashlib.sha1(record).hexdigest()))
+    settling: list[Any] = [core.ttl_arg, token]
+    for entry in settle:
+        if entry.seen is not None:
+            record, body = sealed_entry(core, thread_id, entry)
+            mark = ledger_mark(core.envelope, thread_id, entry.field, body)
+            settling += [entry.field, entry.seen, record, *mark]
+    # Each run goes in the thread's runs hash too (keys.py): delete_thread finds every
+    # run whose index set names the thread.
+    runs = [x for r in sorted(run_ids) for x in (lctx.keys.ledger_run_member(r), r)]
+    args[2:2] = [len(runs) // 2, *runs]
+    commands = [Script("ledger_write", tk.with_twins(), args)] if entries else []
+    if len(settling) > 2:
+        commands.append(Script("ledger_settle", tk.with_twins(), settling))
+    if not commands:
+        return written
+    # A run that recorded calls is in the run index, so a rollback finds the thread
+    # even if the run saved no checkpoint there (rollback.py).
+    ahead = tuple(c for r in sorted(run_ids) for c in core.run_index.ahead(r, thread_id))
+    _, acked = yield from core.write_round_trip(commands, raising=True, ahead=ahead)
+    core.replicated(tk, acked)
+    return written
+
+
+def load(lctx: LedgerContext, ctx: TaskContext, lineage: Lineage) -> Plan[None]:
+    """Read the task's entries (one round trip), decide which execution the task
+    attempt belongs to (executions.py) and keep that execution's entries."""
+    place = ctx.place
+    got = yield from read(
+        lctx,
+        place.thread_id,
+        lctx.keys.ledger_task_range(place.prefix),
+        place.prefix,
+        place.start_member,
+    )
+    if got.unindexed:  # put the index back together (an empty record re-indexes a field)
+        token = held_token(lctx.keys.prefix, place.thread_id)
+        args: list[Any] = [lctx.core.ttl_arg, token, 0]
+        args += [x for field in got.unindexed for x in (field, "", "", "", "", "")]
+        yield Script("ledger_write", lctx.keys.thread(place.thread_id).with_twins(), args)
+    found = executions(got.entries, got.voided)
+    judged = judge(found, place.now, got.saved, lineage)
+    chosen = judged.same
+    ctx.execution = chosen.name if chosen is not None else new_name(found, place.now)
+    ctx.entries = {e.field: e for e in got.entries if e.execution == ctx.execution}
+    unsure = {x.name for x in judged.unsure}
+    ctx.suspects = {e.field: e for e in got.entries if e.execution in unsure}
+    ctx.facts = judged.facts
+    if logger.isEnabledFor(logging.DEBUG):
+        logger.debug(
+            "langgraph-durable: thread %r, task %s: continues %r, asks about %r, of %r",
+            place.thread_id,
+            place.prefix,
+            ctx.execution if chosen is not None else None,
+            sorted(unsure),
+            {x.name: judged.facts[x.name] for x in found},
+        )
+    ctx.ledger_damaged = got.damaged
+    for e in ctx.entries.values():
+        if e.damage:
+            logger.error(
+                "langgraph-durable: ledger entry %r of thread %r is damaged (%s); its "
+                "outcome is treated as unknown",
+                e.field,
+                place.thread_id,
+                e.damage,
+            )
 
 
 def _text(value: bytes | str) -> str:

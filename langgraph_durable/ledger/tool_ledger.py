@@ -18,53 +18,39 @@ The superstep and task path are stable when a task is replayed, also when
 ``durability="async"`` lost the checkpoint the task started from; the provider's
 ``tool_call_id`` is not part of it (providers reuse ids such as ``call_0``).
 
-Where each part lives: ``entries.py`` (what an entry holds, its record), ``sites.py``
-(where a call is recorded), ``executions.py`` (which recorded calls a task attempt
-continues: forks, rollbacks and crashes told apart), ``store.py`` (the Redis
-conversation), ``plans.py`` (each attempt's decision), ``rollback.py`` (rolled-back
-runs), ``divergence.py`` (calls that differ from the recorded ones), ``policies.py``
-(a call's policy, from ``policies=`` or its tool's hints), ``running.py`` (task
-attempts, escalations, the sync and async shells), ``durable.py`` (``@durable``),
-``journal.py`` (model calls journaled at their place), ``journaled_model.py``
-(``ledger.model``), ``wiring.py`` (the wirings refused with advice), ``retention.py``
-(which entries retention drops), and here ``ToolLedger``, the public face and its
-ToolNode wrappers.
+Where each part lives: ``context.py`` (the ledger context every plan reads),
+``entries.py`` (what an entry holds, its record), ``sites.py`` (where a call is
+recorded), ``executions.py`` and ``decide.py`` (which recorded calls a task attempt
+continues, which it must ask about), ``store.py`` (the Redis conversation),
+``calls.py`` (each attempt's decision, the call between its intent and its outcome),
+``escalations.py`` (the questions a task asks), ``divergence.py`` (calls that differ
+from the recorded ones), ``policies.py`` (a call's policy), ``journal.py`` and
+``memory.py`` (model calls journaled at their place), ``operators.py`` (escalations
+listed, answered, dropped), ``sequences.py`` (the one sync and one async loop that
+drive a call), ``wiring.py`` (the wirings refused with advice), and ``integrations/``
+(ToolNode, ``@durable``, the journaled model, ``create_agent`` middleware). Here,
+``ToolLedger``: the public face, each method a line over those.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from langgraph_durable.core.errors import ConfigurationError
 from langgraph_durable.io.escalation_gauges import observe_escalations
-from langgraph_durable.ledger.durable import DurableCalls
+from langgraph_durable.ledger import operators
+from langgraph_durable.ledger.context import LedgerContext
 from langgraph_durable.ledger.entries import Divergence, LedgerEntry, Policy
-from langgraph_durable.ledger.executions import Lineage
-from langgraph_durable.ledger.journal import ModelJournal
-from langgraph_durable.ledger.operators import Escalation, OperatorPlans
+from langgraph_durable.ledger.integrations import durable, tool_calls
+from langgraph_durable.ledger.operators import Escalation
 from langgraph_durable.ledger.policies import check_divergence, check_policies, hinted_policy
-from langgraph_durable.ledger.sequences import CallSequence, LoadOnce, arun, run
-from langgraph_durable.ledger.sites import Site, TaskContext, call_site, position_in_message
-from langgraph_durable.ledger.wiring import refuse_sync_on_loop
+from langgraph_durable.ledger.store import read
+from langgraph_durable.ledger.wiring import durable_saver
 
 
-@dataclass(frozen=True)
-class _ToolCall:
-    """One ToolNode call: its task attempt, where it sits in its AI message, its policy."""
-
-    ledger: ToolLedger  # the ledger recording it (``_bound``)
-    ctx: TaskContext
-    call: dict[str, Any]
-    position: int | None
-    message_calls: list[dict[str, Any]]
-    policy: Policy
-    lineage: Lineage
-    answers: list[LedgerEntry]  # the journaled answers its AI message came from
-
-
-class ToolLedger(DurableCalls, ModelJournal, OperatorPlans):
+class ToolLedger:
     """Records every side-effecting call so that a resumed graph never repeats one.
 
     ``saver`` is the graph's ``RedisSaver`` or ``AsyncRedisSaver``: entries live in the
@@ -100,145 +86,100 @@ class ToolLedger(DurableCalls, ModelJournal, OperatorPlans):
         use_tool_hints: bool = True,
     ) -> None:
         check_policies(policies or {}, default_policy)
-        super().__init__(saver)
-        self.policies = dict(policies or {})
-        self.default_policy = default_policy
-        self.on_divergence = check_divergence(on_divergence)
-        self.use_tool_hints = use_tool_hints
+        if saver is not None and durable_saver(saver) is None:
+            raise ConfigurationError(
+                f"ToolLedger needs a langgraph-durable RedisSaver or AsyncRedisSaver, got "
+                f"{type(saver).__name__}"
+            )
+        self.context = LedgerContext(
+            saver=durable_saver(saver),
+            policies=MappingProxyType(dict(policies or {})),
+            default_policy=default_policy,
+            on_divergence=check_divergence(on_divergence),
+            use_tool_hints=use_tool_hints,
+        )
+
+    @property
+    def saver(self) -> Any:
+        """The saver entries are recorded through (``ConfigurationError`` for a ledger
+        without one: it records through each task's own)."""
+        return self.context.recording_saver
+
+    @property
+    def policies(self) -> Mapping[str, Policy]:
+        return self.context.policies
+
+    @property
+    def default_policy(self) -> Policy:
+        return self.context.default_policy
+
+    @property
+    def on_divergence(self) -> Divergence:
+        return self.context.on_divergence
+
+    @property
+    def use_tool_hints(self) -> bool:
+        return self.context.use_tool_hints
 
     def policy(self, name: str, tool: Any = None) -> Policy:
         """The policy of the tool ``name``: its own in ``policies=``, else the one its
         hints give (``tool``: a LangChain ``BaseTool``; see ``policies.py``), else the
         default."""
-        if name in self.policies:
-            return self.policies[name]
-        return self._hint(tool) or self.default_policy
+        return self.context.policy(name, hinted_policy(tool) if tool is not None else None)
 
-    def _hint(self, tool: Any) -> Policy | None:
-        return hinted_policy(tool) if self.use_tool_hints and tool is not None else None
-
-    # -- ToolNode -------------------------------------------------------------------
+    # -- integrations -----------------------------------------------------------------
     def tool_node(self, tools: Sequence[Any], **kwargs: Any) -> Any:
         """A LangGraph ``ToolNode`` over ``tools`` whose calls go through this ledger, in
         sync and async runs alike (``kwargs`` go to ``ToolNode``). Wiring by hand, pass
         both ``wrap_tool_call`` and ``awrap_tool_call``: a sync run uses only the first,
         an async run prefers the second."""
-        taken = sorted({"wrap_tool_call", "awrap_tool_call"} & kwargs.keys())
-        if taken:
-            raise ConfigurationError(
-                f"tool_node() wires {' and '.join(taken)} itself; to compose your own "
-                "wrapper, build the ToolNode by hand and call the ledger's from it"
-            )
-        from langgraph.prebuilt import ToolNode
-
-        return ToolNode(
-            tools,
-            wrap_tool_call=self.wrap_tool_call,
-            awrap_tool_call=self.awrap_tool_call,
-            **kwargs,
-        )
-
-    def _tool_call(self, request: Any) -> _ToolCall | None:
-        """The task attempt this tool call belongs to and the ledger (``_bound``)
-        recording it, or None for a call that runs unrecorded."""
-        call = request.tool_call
-        tool = getattr(request, "tool", None)
-        policy = self.policy(call["name"], tool)
-        if policy == "readonly":
-            return None
-        runtime = getattr(request, "runtime", None)
-        config = getattr(runtime, "config", None)
-        if config is None:
-            return self._outside()
-        ledger = self._bound(config)
-        ctx = self._context(config, ledger._keys)
-        if ctx is None:
-            return self._outside()
-        position, message_calls, message_id = position_in_message(request.state, call)
-        call_ids = frozenset(str(c["id"]) for c in message_calls if c.get("id"))
-        answers = self._answers_of(ctx.place.thread_id, call_ids)
-        lineage = Lineage(
-            call_ids=call_ids, journaled=bool(answers), message_id=message_id, steered=False
-        )
-        ctx.message_id = ctx.message_id or message_id
-        return _ToolCall(ledger, ctx, call, position, message_calls, policy, lineage, answers)
-
-    def _tool_site(self, found: _ToolCall) -> Site:
-        """Where the call is recorded, once its task's execution is known."""
-        return call_site(
-            found.ledger._keys,
-            found.ctx,
-            found.call["name"],
-            found.call.get("args", {}),
-            tool_call_id=found.call.get("id"),
-            position=found.position,
-        )
-
-    def _loaded(self, found: _ToolCall, escalations: list[Any]) -> None:
-        """After the task's load: ask its questions; its first intent settles the
-        journaled answers its AI message came from (journal.py)."""
-        ctx = found.ctx
-        ctx.unsettled = [e for e in found.answers if not e.settled and e.execution]
-        found.ledger._ask(ctx, escalations)
-
-    def _tool_sequence(self, found: _ToolCall, request: Any) -> CallSequence[tuple[Site, Any]]:
-        """A tool call's sequence (``sequences.py``): the task's entries read once with
-        every call of its AI message (escalations asked under the lock), then its intent
-        begun at its place."""
-        ledger, ctx = found.ledger, found.ctx
-        yield LoadOnce(
-            ctx,
-            lambda: ledger._prepare_parallel(ctx, found.message_calls, found.lineage),
-            lambda escalations: self._loaded(found, escalations),
-        )
-        site = self._tool_site(found)
-        hint = self._hint(getattr(request, "tool", None))
-        decision = yield ledger._begin(ctx, site, found.policy, hint)
-        return site, decision
+        return tool_calls.tool_node(self, tools, **kwargs)
 
     def wrap_tool_call(self, request: Any, execute: Callable[[Any], Any]) -> Any:
         """``ToolNode(wrap_tool_call=...)``: replay a recorded result or record this call."""
-        found = self._tool_call(request)
-        if found is None:
-            return execute(request)
-        ledger = found.ledger
-        refuse_sync_on_loop(ledger.saver)
-        site, decision = run(ledger.saver, self._tool_sequence(found, request))
-        if decision.replay:
-            return decision.value
-        return ledger._run_sync(site, decision, lambda: execute(request))
+        return tool_calls.wrap_tool_call(self.context, request, execute)
 
     async def awrap_tool_call(self, request: Any, execute: Callable[[Any], Awaitable[Any]]) -> Any:
         """``ToolNode(awrap_tool_call=...)``: the async twin of ``wrap_tool_call``."""
-        found = self._tool_call(request)
-        if found is None:
-            return await execute(request)
-        ledger = found.ledger
-        site, decision = await arun(ledger.saver, self._tool_sequence(found, request))
-        if decision.replay:
-            return decision.value
-        return await ledger._run_async(site, decision, lambda: execute(request))
+        return await tool_calls.awrap_tool_call(self.context, request, execute)
+
+    def durable(
+        self,
+        fn: Callable[..., Any] | None = None,
+        *,
+        name: str | None = None,
+        policy: Policy | None = None,
+    ) -> Any:
+        """Make a side-effecting function durable when called inside a graph node.
+
+        ``@ledger.durable`` or ``@ledger.durable(name=..., policy=...)``; sync and async
+        functions. A call is keyed by its task and its position among the durable calls
+        of that task (call them in a deterministic order), and by its name and
+        arguments. Outside a checkpointed graph the function just runs. Inside a
+        Functional API ``@task``, put it under ``@task``; over one it raises
+        ``ConfigurationError``.
+        """
+        return durable.durable(self.context, fn, name=name, policy=policy)
 
     # -- inspection -----------------------------------------------------------------
     def entries(self, thread_id: str) -> list[LedgerEntry]:
         """Every ledger entry of a thread, in task and position order (damaged ones too)."""
-        read = self.saver.drive(self._read(str(thread_id), ("-", "+")))
-        return read.entries  # type: ignore[no-any-return]
+        return self.saver.drive(read(self.context, str(thread_id), ("-", "+"))).entries  # type: ignore[no-any-return]
 
     async def aentries(self, thread_id: str) -> list[LedgerEntry]:
         """``entries`` for async code."""
-        read = await self.saver.adrive(self._read(str(thread_id), ("-", "+")))
-        return read.entries  # type: ignore[no-any-return]
+        found = await self.saver.adrive(read(self.context, str(thread_id), ("-", "+")))
+        return found.entries  # type: ignore[no-any-return]
 
     # -- operators ------------------------------------------------------------------
     def escalations(self, thread_ids: Sequence[str] | None = None) -> list[Escalation]:
         """Every call waiting for a human's answer, in ``thread_ids`` or in every thread
         of the key prefix (a SCAN: an operator's call)."""
-        return self.saver.drive(self._escalations(thread_ids))  # type: ignore[no-any-return]
+        return self.saver.drive(operators.escalations(self.context, thread_ids))  # type: ignore[no-any-return]
 
     async def aescalations(self, thread_ids: Sequence[str] | None = None) -> list[Escalation]:
         """``escalations`` for async code."""
-        return await self.saver.adrive(self._escalations(thread_ids))  # type: ignore[no-any-return]
+        return await self.saver.adrive(operators.escalations(self.context, thread_ids))  # type: ignore[no-any-return]
 
     def observe_escalations(self, meter_provider: Any = None) -> bool:
         """Report the calls waiting for an answer as OpenTelemetry gauges:
@@ -269,7 +210,9 @@ class ToolLedger(DurableCalls, ModelJournal, OperatorPlans):
                 answer is not one its question takes (``skip`` without ``result``).
             LeaseHeldError: a worker holds the thread (it may be running the call).
         """
-        plan = self._resolve(str(thread_id), idempotency_key, action, result, reason, by)
+        plan = operators.resolve(
+            self.context, str(thread_id), idempotency_key, action, result, reason, by
+        )
         return self.saver.drive(plan)  # type: ignore[no-any-return]
 
     async def aresolve(
@@ -283,7 +226,9 @@ class ToolLedger(DurableCalls, ModelJournal, OperatorPlans):
         by: str | None = None,
     ) -> LedgerEntry:
         """``resolve`` for async code."""
-        plan = self._resolve(str(thread_id), idempotency_key, action, result, reason, by)
+        plan = operators.resolve(
+            self.context, str(thread_id), idempotency_key, action, result, reason, by
+        )
         return await self.saver.adrive(plan)  # type: ignore[no-any-return]
 
     def drop(
@@ -300,14 +245,14 @@ class ToolLedger(DurableCalls, ModelJournal, OperatorPlans):
                 dropped already, or ``reason`` is empty.
             LeaseHeldError: a worker holds the thread (it may be replaying the answer).
         """
-        plan = self._drop(str(thread_id), idempotency_key, reason, by)
+        plan = operators.drop(self.context, str(thread_id), idempotency_key, reason, by)
         return self.saver.drive(plan)  # type: ignore[no-any-return]
 
     async def adrop(
         self, thread_id: str, idempotency_key: str, *, reason: str, by: str | None = None
     ) -> LedgerEntry:
         """``drop`` for async code."""
-        plan = self._drop(str(thread_id), idempotency_key, reason, by)
+        plan = operators.drop(self.context, str(thread_id), idempotency_key, reason, by)
         return await self.saver.adrive(plan)  # type: ignore[no-any-return]
 
     def middleware(self, *, journal_models: bool = True) -> Any:
@@ -315,9 +260,9 @@ class ToolLedger(DurableCalls, ModelJournal, OperatorPlans):
         every tool call goes through this ledger and, with ``journal_models`` (the
         default), every model call is journaled, so a replayed model step returns the
         recorded response instead of asking the model again (``journal.py``)."""
-        from langgraph_durable.ledger.middleware import LedgerMiddleware
+        from langgraph_durable.ledger.integrations.middleware import LedgerMiddleware
 
-        return LedgerMiddleware(self, journal_models=journal_models)
+        return LedgerMiddleware(self.context, journal_models=journal_models)
 
     def model(self, chat_model: Any) -> Any:
         """``chat_model`` (a LangChain chat model, or any ``Runnable``), journaled: inside a
@@ -328,7 +273,7 @@ class ToolLedger(DurableCalls, ModelJournal, OperatorPlans):
         ``ConfigurationError`` for anything that is not a ``Runnable``."""
         from langchain_core.runnables import Runnable
 
-        from langgraph_durable.ledger.journaled_model import JournaledModel
+        from langgraph_durable.ledger.integrations.model import JournaledModel
 
         if isinstance(chat_model, JournaledModel):
             return chat_model
@@ -337,4 +282,4 @@ class ToolLedger(DurableCalls, ModelJournal, OperatorPlans):
                 f"ledger.model() journals a LangChain chat model or Runnable, got "
                 f"{type(chat_model).__name__}; for any other call use @ledger.durable"
             )
-        return JournaledModel(self, chat_model)
+        return JournaledModel(self.context, chat_model)

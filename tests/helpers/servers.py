@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import socket
 import subprocess
 import time
@@ -24,6 +25,25 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def cluster_port() -> int:
+    """A port whose cluster-bus twin (port + 10000) looks free too. Only a guess: another
+    process may bind either before the node does, and start_server then picks again."""
+    rng = random.SystemRandom()  # spread over the range: other sessions run beside us
+    while True:
+        port = rng.randrange(20000, 30000)
+        if all(_is_free(p) for p in (port, port + 10000)):
+            return port
+
+
+def _is_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 @dataclass(frozen=True)

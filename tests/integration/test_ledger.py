@@ -273,7 +273,9 @@ def test_policy_fail_and_answer_fail_raise_tool_outcome_unknown(
     )
     assert "between its intent and its result" in str(info.value)
 
-    ledger.policies["create_ticket"] = "escalate"  # the same call, now asked about
+    # Redeployed with another policy (a ledger's settings are fixed): now asked about
+    ledger = ToolLedger(saver, policies={**POLICIES, "create_ticket": "escalate"})
+    graph = crash_graph(ledger, effects, hook=hook).compile(checkpointer=saver)
     out = graph.invoke(None, CONFIG)
     assert out["__interrupt__"][0].value["name"] == "create_ticket"
     with pytest.raises(ToolOutcomeUnknownError, match="a human chose to fail it"):
@@ -395,7 +397,10 @@ def test_a_replayed_call_is_returned_and_a_changed_one_refused_on_raise(
     assert (info.value.recorded_name, info.value.thread_id) == ("pay", "t")
     assert [p[0] for p in paid] == [10]
 
-    ledger.on_divergence = "new_call"
+    redeployed = ToolLedger(saver, on_divergence="new_call")  # settings are fixed per ledger
+    graph = pay_graph(redeployed, lambda: amount[0], paid, redeployed.wrap_tool_call).compile(
+        checkpointer=saver
+    )
     graph.invoke(None, CONFIG)
     assert [p[0] for p in paid] == [10, 99]
     assert paid[0][1] != paid[1][1]  # a new call, a new idempotency key

@@ -182,11 +182,13 @@ def test_fail_raises_tool_call_diverged(saver: RedisSaver, redis_client: Any) ->
 
 def test_raise_keeps_the_error_and_new_call_runs_it(saver: RedisSaver, redis_client: Any) -> None:
     ledger = ToolLedger(saver, on_divergence="raise")
-    graph, paid, _ = diverge(saver, redis_client, ledger)
+    graph, paid, model = diverge(saver, redis_client, ledger)
     with pytest.raises(ToolCallDivergedError, match="on_divergence='escalate'"):
         graph.invoke(None, CONFIG)
     assert ledger.entries("t")[-1].state == "result"  # nothing was stored for the new call
-    ledger.on_divergence = "new_call"
+    redeployed = ToolLedger(saver, on_divergence="new_call")  # settings are fixed per ledger
+    node = ToolNode([pay_tool(paid)], wrap_tool_call=redeployed.wrap_tool_call)
+    graph = paying_graph(node, model).compile(checkpointer=saver)
     out = graph.invoke(None, CONFIG)  # the model's step was saved with the error
     assert tool_messages(out) == [("call_1", "paid 2")]
     assert [p[0] for p in paid] == [1, 2] and paid[0][1] != paid[1][1]

@@ -1,7 +1,7 @@
 """The house's shape, measured from the code: tiers as folders with imports running only
 downward, no import cycle, the core free of redis, a small package root, no module
-over 450 lines, no private name taken across modules, and storage reached only through
-plans."""
+over 450 lines, no private name taken across modules or read on another object, and
+storage reached only through plans."""
 
 from __future__ import annotations
 
@@ -133,6 +133,29 @@ def test_no_private_name_is_taken_across_modules() -> None:
         if name.startswith("_") and not name.startswith("__")
     ]
     assert not taken, "\n".join(taken)
+
+
+# Private attributes read on another object, with why each is allowed.
+FOREIGN_PRIVATE_ALLOWED = {
+    "_replace",  # a NamedTuple's public API, spelled with an underscore
+    "_allowed_msgpack_modules",  # LangGraph's serializer keeps its allowlist there (serde.py)
+}
+
+
+def test_no_object_reaches_into_another_objects_private_attributes() -> None:
+    """``x._name`` only on ``self`` or ``cls``: an object's private state is its own (the
+    ledger once ran on another instance's private methods and a ``copy.copy`` of itself)."""
+    found = [
+        f"{path.relative_to(PACKAGE)}:{node.lineno}: {ast.unparse(node)}"
+        for path in SOURCES
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Attribute)
+        and node.attr.startswith("_")
+        and not node.attr.startswith("__")
+        and node.attr not in FOREIGN_PRIVATE_ALLOWED
+        and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
+    ]
+    assert not found, "\n".join(found)
 
 
 DATA_COMMANDS = frozenset(

@@ -1,4 +1,5 @@
-"""The ledger's plans (ledger/plans.py, store.py), driven by hand: the task's one read,
+"""The ledger's plans (ledger/calls.py, escalations.py, store.py), plain functions of
+the ledger context, driven by hand: the task's one read,
 the decision each call makes on it (replay, run, escalate, fail), the intent written
 before a call and the result after, every record sealed by the real codec
 (``entries.sealed_entry``) and read back through it (``entries.open_entry``)."""
@@ -18,6 +19,7 @@ from langgraph_durable.core.errors import ToolCallDivergedError, ToolOutcomeUnkn
 from langgraph_durable.core.heads import REPLAYED, ledger_mark
 from langgraph_durable.core.keys import LEDGER_RECORD, KeySchema
 from langgraph_durable.core.ops import Batch, Script
+from langgraph_durable.ledger import calls, store
 from langgraph_durable.ledger.entries import (
     DAMAGED,
     INTENT,
@@ -27,6 +29,7 @@ from langgraph_durable.ledger.entries import (
     open_entry,
     sealed_entry,
 )
+from langgraph_durable.ledger.escalations import escalate_inline
 from langgraph_durable.ledger.executions import Lineage
 from langgraph_durable.ledger.sites import Site, TaskContext, call_site, task_place
 from tests.helpers.redis_keys import flipped
@@ -70,7 +73,7 @@ def task(ledger: ToolLedger, run_id: str | None = None) -> TaskContext:
             **({"run_id": run_id} if run_id else {}),
         },
     }
-    place = task_place(ledger._keys, config)
+    place = task_place(ledger.context.keys, config)
     assert place is not None
     return TaskContext(object(), place)
 
@@ -81,7 +84,7 @@ def site_of(ledger: ToolLedger, ctx: TaskContext, amount: int = 5, position: int
     if not ctx.execution:
         ctx.execution = START
     return call_site(
-        ledger._keys, ctx, "charge", {"amount": amount}, tool_call_id=None, position=position
+        ledger.context.keys, ctx, "charge", {"amount": amount}, tool_call_id=None, position=position
     )
 
 
@@ -117,7 +120,7 @@ def read_reply(
 
 
 def load(ledger: ToolLedger, ctx: TaskContext, reply: list[Any], *more: Any) -> list[Any]:
-    _, ops = drive(ledger._load(ctx, Lineage()), ("ledger_read", reply), *more)
+    _, ops = drive(store.load(ledger.context, ctx, Lineage()), ("ledger_read", reply), *more)
     return ops
 
 
@@ -137,7 +140,7 @@ def test_the_task_is_read_in_one_round_trip_of_its_own_range() -> None:
     ledger = make_ledger()
     ctx = task(ledger)
     (op,) = load(ledger, ctx, read_reply(ledger))
-    keys, place = ledger._keys, ctx.place
+    keys, place = ledger.context.keys, ctx.place
     assert op.keys == keys.thread(THREAD).with_twins()
     lower, upper = keys.ledger_task_range(place.prefix)
     assert op.args == [lower, upper, "", place.prefix, "\x00", *keys.ledger_void_range()]
@@ -151,7 +154,7 @@ def test_a_recorded_result_replays_without_a_round_trip() -> None:
     done = entry(site, RESULT, result={"charged": 5}, finished_at=1001.0)
     load(ledger, ctx, read_reply(ledger, done))
     assert ctx.entries[site.field].result == {"charged": 5}
-    decision, ops = drive(ledger._begin(ctx, site, "escalate"))
+    decision, ops = drive(calls.begin(ledger.context, ctx, site, "escalate"))
     assert ops == [] and decision.replay and decision.value == {"charged": 5}
     assert decision.key == site.key
 
@@ -161,7 +164,7 @@ def test_a_new_call_writes_its_intent_before_it_runs_and_its_result_after() -> N
     ctx = task(ledger, run_id="r1")
     load(ledger, ctx, read_reply(ledger))
     site = site_of(ledger, ctx)
-    decision, (begin,) = drive(ledger._begin(ctx, site, "escalate"), (WRITE, [1]))
+    decision, (begin,) = drive(calls.begin(ledger.context, ctx, site, "escalate"), (WRITE, [1]))
     assert not decision.replay and decision.key == site.key
     (intent,) = written(ledger, begin)
     assert (intent.state, intent.attempts, intent.idempotency_key) == (INTENT, 1, site.key)
@@ -170,9 +173,9 @@ def test_a_new_call_writes_its_intent_before_it_runs_and_its_result_after() -> N
     script = begin.commands[0]
     assert script.args[:5] == [60, "", 1, KeySchema.ledger_run_member("r1"), "r1"]
     # the run's index learns the thread in the same round trip (a rollback finds it)
-    assert begin.ahead[0] == ("SADD", ledger._keys.run("r1"), THREAD)
+    assert begin.ahead[0] == ("SADD", ledger.context.keys.run("r1"), THREAD)
     _, (finish,) = drive(
-        ledger._finish(site, decision, RESULT, result={"charged": 5}), (WRITE, [1])
+        calls.finish(ledger.context, site, decision, RESULT, result={"charged": 5}), (WRITE, [1])
     )
     (result,) = written(ledger, finish)
     assert (result.state, result.result, result.attempts) == (RESULT, {"charged": 5}, 1)
@@ -185,7 +188,9 @@ def test_writes_in_a_lease_carry_its_token() -> None:
     load(ledger, ctx, read_reply(ledger))
     binding = fencing.bind(PREFIX, THREAD, "31")
     try:
-        _, (begin,) = drive(ledger._begin(ctx, site_of(ledger, ctx), "retry"), (WRITE, [1]))
+        _, (begin,) = drive(
+            calls.begin(ledger.context, ctx, site_of(ledger, ctx), "retry"), (WRITE, [1])
+        )
     finally:
         fencing.unbind(binding)
     assert begin.commands[0].args[1] == "31"
@@ -198,7 +203,7 @@ def test_an_intent_without_a_result_stops_under_escalate_and_fail(policy: str) -
     site = site_of(ledger, ctx)
     load(ledger, ctx, read_reply(ledger, entry(site, INTENT)))
     with pytest.raises(ToolOutcomeUnknownError) as raised:
-        drive(ledger._begin(ctx, site, policy))  # nothing written, nothing run
+        drive(calls.begin(ledger.context, ctx, site, policy))  # nothing written, nothing run
     assert raised.value.idempotency_key == site.key
     assert "between its intent and its result" in raised.value.reason
 
@@ -210,7 +215,7 @@ def test_an_intent_without_a_result_runs_again_under_the_same_key(policy: str) -
     site = site_of(ledger, ctx)
     recorded = entry(site, INTENT, attempts=2, idempotency_key="lgd-as-recorded")
     load(ledger, ctx, read_reply(ledger, recorded))
-    decision, (begin,) = drive(ledger._begin(ctx, site, policy), (WRITE, [1]))
+    decision, (begin,) = drive(calls.begin(ledger.context, ctx, site, policy), (WRITE, [1]))
     assert not decision.replay and decision.key == "lgd-as-recorded", "the key it ran under"
     (intent,) = written(ledger, begin)
     assert intent.state == INTENT and intent.attempts == 3
@@ -222,26 +227,26 @@ def test_escalate_numbers_the_question_then_applies_a_humans_answer() -> None:
     ctx = task(ledger)
     site = site_of(ledger, ctx)
     load(ledger, ctx, read_reply(ledger, entry(site, INTENT)))
-    asked, (numbered,) = drive(ledger._escalate_inline(ctx, site, "escalate"), (WRITE, [1]))
+    asked, (numbered,) = drive(escalate_inline(ledger.context, ctx, site, "escalate"), (WRITE, [1]))
     (stored,) = written(ledger, numbered)
     assert (stored.escalation, stored.escalations) == (0, (0,)) and stored.state == INTENT
     assert asked is not None and asked.escalation == 0
     # asked once: a replay of the task asks the same question, writing nothing
-    again, ops = drive(ledger._escalate_inline(ctx, site, "escalate"))
+    again, ops = drive(escalate_inline(ledger.context, ctx, site, "escalate"))
     assert again == asked and ops == []
     # "skip": the human says it took effect; its output is recorded, the call not run
     ctx.answers[site.field] = EscalationAnswer(action="skip", result={"charged": 5})
-    decision, (skip,) = drive(ledger._begin(ctx, site, "escalate"), (WRITE, [1]))
+    decision, (skip,) = drive(calls.begin(ledger.context, ctx, site, "escalate"), (WRITE, [1]))
     (done,) = written(ledger, skip)
     assert decision.replay and decision.value == {"charged": 5}
     assert (done.state, done.resolution, done.result) == (RESULT, "skip", {"charged": 5})
     # "retry" runs it again; "fail" raises, saying a human chose it
     ctx.answers[site.field] = EscalationAnswer(action="retry")
-    decision, (retry,) = drive(ledger._begin(ctx, site, "escalate"), (WRITE, [1]))
+    decision, (retry,) = drive(calls.begin(ledger.context, ctx, site, "escalate"), (WRITE, [1]))
     assert not decision.replay and written(ledger, retry)[0].resolution == "retry"
     ctx.answers[site.field] = EscalationAnswer(action="fail")
     with pytest.raises(ToolOutcomeUnknownError, match="a human chose to fail it"):
-        drive(ledger._begin(ctx, site, "escalate"))
+        drive(calls.begin(ledger.context, ctx, site, "escalate"))
 
 
 def test_a_damaged_record_is_an_unknown_outcome_and_goes_to_quarantine_when_replaced() -> None:
@@ -254,11 +259,11 @@ def test_a_damaged_record_is_an_unknown_outcome_and_goes_to_quarantine_when_repl
     found = ctx.entries[site.field]
     assert found.state == DAMAGED and found.outcome_unknown and "checksum" in found.damage
     with pytest.raises(ToolOutcomeUnknownError, match="its ledger record is damaged"):
-        drive(ledger._begin(ctx, site, "fail"))
-    _, (begin,) = drive(ledger._begin(ctx, site, "retry"), (WRITE, [1]))
+        drive(calls.begin(ledger.context, ctx, site, "fail"))
+    _, (begin,) = drive(calls.begin(ledger.context, ctx, site, "retry"), (WRITE, [1]))
     field, _, qfield, reason = begin.commands[0].args[3:7]
     assert field == site.field
-    assert qfield == ledger._keys.quarantine_field(LEDGER_RECORD, site.field)
+    assert qfield == ledger.context.keys.quarantine_field(LEDGER_RECORD, site.field)
     assert reason == found.damage, "the damaged bytes are kept, with why"
 
 
@@ -268,7 +273,7 @@ def test_a_ledger_ever_damaged_makes_a_call_without_an_entry_an_unknown_outcome(
     load(ledger, ctx, read_reply(ledger, damaged=1))
     assert ctx.ledger_damaged
     with pytest.raises(ToolOutcomeUnknownError, match="ledger of this thread was damaged"):
-        drive(ledger._begin(ctx, site_of(ledger, ctx), "retry"))
+        drive(calls.begin(ledger.context, ctx, site_of(ledger, ctx), "retry"))
 
 
 def test_an_older_record_written_back_escalates_whatever_the_policy() -> None:
@@ -284,7 +289,7 @@ def test_an_older_record_written_back_escalates_whatever_the_policy() -> None:
     load(ledger, ctx, read_reply(ledger, intent, marks=[site.field.encode(), mark]))
     assert ctx.entries[site.field].damage == REPLAYED
     with pytest.raises(ToolOutcomeUnknownError):
-        drive(ledger._begin(ctx, site, "retry"))
+        drive(calls.begin(ledger.context, ctx, site, "retry"))
     # the mark of the record read: no damage
     _, intent_body = sealed_entry(core, THREAD, intent)
     _, mark = ledger_mark(core.envelope, THREAD, site.field, intent_body)
@@ -298,7 +303,7 @@ def test_a_signed_write_carries_the_mark_of_the_record_it_writes() -> None:
     ctx = task(ledger)
     load(ledger, ctx, read_reply(ledger))
     site = site_of(ledger, ctx)
-    _, (begin,) = drive(ledger._begin(ctx, site, "retry"), (WRITE, [1]))
+    _, (begin,) = drive(calls.begin(ledger.context, ctx, site, "retry"), (WRITE, [1]))
     args = begin.commands[0].args
     mark_field = args[7]
     assert mark_field == "\x01\x03lg\x00" + site.field
@@ -330,14 +335,14 @@ def test_a_different_call_at_a_recorded_place_diverged() -> None:
     load(ledger, ctx, read_reply(ledger, entry(recorded, RESULT, result="paid")))
     other = site_of(ledger, ctx, amount=6)  # the model asked otherwise this time
     with pytest.raises(ToolCallDivergedError) as raised:
-        drive(ledger._begin(ctx, other, "retry"))
+        drive(calls.begin(ledger.context, ctx, other, "retry"))
     assert raised.value.recorded_args == {"amount": 5}
     assert raised.value.requested_args == {"amount": 6}
     # "new_call": it runs as a call of its own, under its own key
     ledger = make_ledger(on_divergence="new_call")
     ctx = task(ledger)
     load(ledger, ctx, read_reply(ledger, entry(recorded, RESULT, result="paid")))
-    decision, (begin,) = drive(ledger._begin(ctx, other, "retry"), (WRITE, [1]))
+    decision, (begin,) = drive(calls.begin(ledger.context, ctx, other, "retry"), (WRITE, [1]))
     assert decision.key == other.key != recorded.key
     assert written(ledger, begin)[0].args == {"amount": 6}
 
@@ -358,13 +363,19 @@ def test_a_rolled_back_runs_result_never_answers_a_later_call() -> None:
     assert ctx.execution == f"{START}.1", "a new execution from the same checkpoint"
     place = ctx.place  # what operators see (entries(), escalations): the run rolled back
     read, _ = drive(
-        ledger._read(THREAD, ledger._keys.ledger_task_range(place.prefix), place.prefix, "\x00"),
+        store.read(
+            ledger.context,
+            THREAD,
+            ledger.context.keys.ledger_task_range(place.prefix),
+            place.prefix,
+            "\x00",
+        ),
         ("ledger_read", read_reply(ledger, done, voids=voids)),
     )
     assert [e.rolled_back for e in read.entries] == [True] and read.voided == {"r1"}
     assert ctx.entries == {}
     fresh = site_of(ledger, ctx)
-    decision, (_begin,) = drive(ledger._begin(ctx, fresh, "escalate"), (WRITE, [1]))
+    decision, (_begin,) = drive(calls.begin(ledger.context, ctx, fresh, "escalate"), (WRITE, [1]))
     assert not decision.replay and fresh.key != site.key
     # a void record that does not verify voids nothing (a forgery could only un-void)
     ctx = task(ledger)
@@ -377,7 +388,7 @@ def test_a_failed_write_is_raised_not_taken_for_a_begun_call() -> None:
     ctx = task(ledger)
     load(ledger, ctx, read_reply(ledger))
     site = site_of(ledger, ctx)
-    plan = ledger._begin(ctx, site, "retry")
+    plan = calls.begin(ledger.context, ctx, site, "retry")
     op = plan.send(None)
     assert isinstance(op, Batch) and not op.errors_as_values, "a refusal raises"
     with pytest.raises(ResponseError):
@@ -394,7 +405,9 @@ def test_settled_model_answers_ride_with_the_intent_they_led_to() -> None:
         seen="0" * 40,
     )
     ctx.unsettled = [answer]
-    _, (begin,) = drive(ledger._begin(ctx, site, "retry"), (WRITE + ",ledger_settle", [1, 1]))
+    _, (begin,) = drive(
+        calls.begin(ledger.context, ctx, site, "retry"), (WRITE + ",ledger_settle", [1, 1])
+    )
     write, settle = begin.commands
     assert (write.name, settle.name) == ("ledger_write", "ledger_settle")
     field, seen, record = settle.args[2:5]

@@ -1,6 +1,8 @@
 """A recorded call's sequence (``ledger/sequences.py``) driven from sync and async code
 the same way: the task's entries read once, under its lock, also when its first reader's
-follow-up raises; a locked plan's result sent back; plain plans driven as they are."""
+follow-up raises; a locked plan's result sent back; plain plans driven as they are; the
+caller's own code called (awaited in async code), its result sent back and its error
+thrown back in, so the sequence records it."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from typing import Any
 import pytest
 
 from langgraph_durable.core.ops import Plan
-from langgraph_durable.ledger.sequences import CallSequence, LoadOnce, Locked, arun, run
+from langgraph_durable.ledger.sequences import CallSequence, Invoke, LoadOnce, Locked, arun, run
 from langgraph_durable.ledger.sites import TaskContext
 
 
@@ -78,3 +80,68 @@ def test_the_task_stays_loaded_when_the_first_readers_follow_up_raises(shell: st
     assert ctx.loaded and not ctx.lock.locked()
     assert run(saver, sequence(ctx, ask))[1] == "begin -> reply to begin"
     assert saver.driven.count("load") == 1
+
+
+def recording(call: Any) -> CallSequence[Any]:
+    """As ``calls.recorded_run``: the call, then its outcome recorded (a plan)."""
+    try:
+        result = yield Invoke(call)
+    except ValueError as exc:
+        yield plan(f"error {exc}")
+        raise
+    yield plan(f"result {result}")
+    return result
+
+
+def shell_of(shell: str, saver: Saver) -> Any:
+    return (lambda s: run(saver, s)) if shell == "sync" else (lambda s: asyncio.run(arun(saver, s)))
+
+
+@pytest.mark.parametrize("shell", ["sync", "async"])
+def test_the_callers_code_runs_between_plans_and_its_result_is_sent_back(shell: str) -> None:
+    saver, calls = Saver(), []
+
+    def tool() -> str:
+        calls.append(saver.driven[:])  # what was driven before it ran
+        return "done"
+
+    async def atool() -> str:
+        return tool()
+
+    assert shell_of(shell, saver)(recording(tool if shell == "sync" else atool)) == "done"
+    assert calls == [[]] and saver.driven == ["result done"]
+
+
+@pytest.mark.parametrize("shell", ["sync", "async"])
+def test_the_callers_error_is_thrown_back_in_recorded_and_raised(shell: str) -> None:
+    saver = Saver()
+
+    def tool() -> str:
+        raise ValueError("card declined")
+
+    async def atool() -> str:
+        return tool()
+
+    with pytest.raises(ValueError, match="card declined"):
+        shell_of(shell, saver)(recording(tool if shell == "sync" else atool))
+    assert saver.driven == ["error card declined"]
+
+
+def test_a_cancelled_call_records_nothing_and_is_cancelled() -> None:
+    """A ``CancelledError`` (not an ``Exception``) passes through the sequence."""
+    saver, started = Saver(), asyncio.Event()
+
+    async def slow() -> str:
+        started.set()
+        await asyncio.Event().wait()
+        return "never"
+
+    async def main() -> None:
+        task = asyncio.create_task(arun(saver, recording(slow)))
+        await started.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    assert saver.driven == []

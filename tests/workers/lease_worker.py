@@ -62,23 +62,26 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 PATIENCE = 120.0
 
 
-class MeetingLedger(ToolLedger):
-    """A ledger whose first ``rounds`` tool steps, once they read their entries, wait
-    until ``peers`` workers read theirs: none has recorded an intent yet, so every one
-    runs every call (what can happen without a lease, made certain)."""
+def meet_after_each_load(meet: str, peers: int, rounds: int) -> None:
+    """The first ``rounds`` tool steps of this process, once they read their ledger
+    entries, wait until ``peers`` workers read theirs: none has recorded an intent yet,
+    so every one runs every call (what can happen without a lease, made certain). Hooks
+    the read a ToolNode task makes before its calls begin (``escalations.load``)."""
+    from langgraph_durable.ledger import escalations
 
-    def __init__(self, saver: Any, meet: str, peers: int, rounds: int, **options: Any) -> None:
-        super().__init__(saver, **options)
-        self._meet, self._peers, self._rounds, self._met = meet, peers, rounds, 0
+    read = escalations.load
+    met = [0]
 
-    def _load(self, ctx: Any, lineage: Any) -> Any:
-        yield from super()._load(ctx, lineage)
-        if self._met < self._rounds:
-            here = os.path.join(self._meet, f"step{self._met}")
-            self._met += 1
+    def load(lctx: Any, ctx: Any, lineage: Any) -> Any:
+        yield from read(lctx, ctx, lineage)
+        if met[0] < rounds:
+            here = os.path.join(meet, f"step{met[0]}")
+            met[0] += 1
             os.makedirs(here, exist_ok=True)
             open(os.path.join(here, str(os.getpid())), "w").close()
-            wait_for(here, entries=self._peers)
+            wait_for(here, entries=peers)
+
+    escalations.load = load
 
 
 def build(saver: Any, args: argparse.Namespace, effects: Effects) -> Any:
@@ -94,11 +97,8 @@ def build(saver: Any, args: argparse.Namespace, effects: Effects) -> Any:
                 os.kill(os.getpid(), signal.SIGSTOP)
 
     if args.meet:
-        ledger: ToolLedger = MeetingLedger(
-            saver, args.meet, args.peers, args.meet_rounds, policies=POLICIES
-        )
-    else:
-        ledger = ToolLedger(saver, policies=POLICIES)
+        meet_after_each_load(args.meet, args.peers, args.meet_rounds)
+    ledger = ToolLedger(saver, policies=POLICIES)
     return agent_graph(ledger, effects, hook=hook, delay=args.delay).compile(checkpointer=saver)
 
 

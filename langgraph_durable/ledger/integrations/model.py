@@ -14,79 +14,71 @@ graph task the model is simply called. Where and how answers are recorded:
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from functools import partial
+from typing import Any
 
 from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
 from langchain_core.runnables.config import get_config_list
 
-if TYPE_CHECKING:
-    from langgraph_durable.ledger.journal import ModelJournal
+from langgraph_durable.ledger.context import LedgerContext
+from langgraph_durable.ledger.journal import give_back, journaled, model_call, opened, record
+from langgraph_durable.ledger.sequences import arun, run
+from langgraph_durable.ledger.wiring import MODEL_ADVICE, refuse_sync_on_loop
 
 
 class JournaledModel(Runnable[Any, Any]):
     """A chat model (any ``Runnable``) whose calls are journaled by a ``ToolLedger``."""
 
-    def __init__(self, journal: ModelJournal, model: Runnable[Any, Any]) -> None:
-        self.journal = journal
+    def __init__(self, lctx: LedgerContext, model: Runnable[Any, Any]) -> None:
+        self.lctx = lctx
         self.model = model
 
     def __repr__(self) -> str:
         return f"JournaledModel({self.model!r})"
 
     def __getattr__(self, name: str) -> Any:  # only for what this class lacks
-        if name in ("journal", "model"):  # not set yet (copy, unpickling): no recursion
+        if name in ("lctx", "model"):  # not set yet (copy, unpickling): no recursion
             raise AttributeError(name)
         return getattr(self.model, name)
 
     # -- models that stay journaled -----------------------------------------------------
     def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> JournaledModel:
         """The wrapped model's ``bind_tools``, journaled."""
-        return JournaledModel(self.journal, self.model.bind_tools(tools, **kwargs))  # type: ignore[attr-defined]
+        return JournaledModel(self.lctx, self.model.bind_tools(tools, **kwargs))  # type: ignore[attr-defined]
 
     def with_structured_output(self, schema: Any, **kwargs: Any) -> JournaledModel:
         """The wrapped model's ``with_structured_output``, journaled (the parsed output
         must load under the saver's allowlist: add its class to ``allowed_types=``)."""
         structured = self.model.with_structured_output(schema, **kwargs)  # type: ignore[attr-defined]
-        return JournaledModel(self.journal, structured)
+        return JournaledModel(self.lctx, structured)
 
     # -- calls ----------------------------------------------------------------------
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
-        call = self.journal.open_model_call(ensure_config(config), input)
+        call = model_call(self.lctx, ensure_config(config), input)
         if call is None:
             return self.model.invoke(input, config, **kwargs)
-        if call.recorded is not None:
-            return call.recorded.result
-        try:
-            answer = self.model.invoke(input, config, **kwargs)
-        except Exception:
-            self.journal.abandon_model_call(call)
-            raise
-        self.journal.close_model_call(call, answer)
-        return answer
+        saver = call.lctx.recording_saver
+        refuse_sync_on_loop(saver, MODEL_ADVICE)
+        return run(saver, journaled(call, partial(self.model.invoke, input, config, **kwargs)))
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
-        call = await self.journal.aopen_model_call(ensure_config(config), input)
+        call = model_call(self.lctx, ensure_config(config), input)
         if call is None:
             return await self.model.ainvoke(input, config, **kwargs)
-        if call.recorded is not None:
-            return call.recorded.result
-        try:
-            answer = await self.model.ainvoke(input, config, **kwargs)
-        except Exception:
-            self.journal.abandon_model_call(call)
-            raise
-        await self.journal.aclose_model_call(call, answer)
-        return answer
+        answer = partial(self.model.ainvoke, input, config, **kwargs)
+        return await arun(call.lctx.recording_saver, journaled(call, answer))
 
     def stream(
         self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
     ) -> Iterator[Any]:
-        call = self.journal.open_model_call(ensure_config(config), input)
+        call = model_call(self.lctx, ensure_config(config), input)
         if call is None:
             yield from self.model.stream(input, config, **kwargs)
             return
-        if call.recorded is not None:
-            yield call.recorded.result
+        saver = call.lctx.recording_saver
+        refuse_sync_on_loop(saver, MODEL_ADVICE)
+        if run(saver, opened(call)).recorded is not None:
+            yield call.recorded.result  # type: ignore[union-attr]
             return
         whole = None
         try:
@@ -94,20 +86,21 @@ class JournaledModel(Runnable[Any, Any]):
                 whole = chunk if whole is None else whole + chunk
                 yield chunk
         except Exception:  # not GeneratorExit: a stream not read to the end keeps its place
-            self.journal.abandon_model_call(call)
+            give_back(call)
             raise
-        self.journal.close_model_call(call, whole)
+        saver.drive(record(call, whole))
 
     async def astream(
         self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
     ) -> AsyncIterator[Any]:
-        call = await self.journal.aopen_model_call(ensure_config(config), input)
+        call = model_call(self.lctx, ensure_config(config), input)
         if call is None:
             async for chunk in self.model.astream(input, config, **kwargs):
                 yield chunk
             return
-        if call.recorded is not None:
-            yield call.recorded.result
+        saver = call.lctx.recording_saver
+        if (await arun(saver, opened(call))).recorded is not None:
+            yield call.recorded.result  # type: ignore[union-attr]
             return
         whole = None
         try:
@@ -115,9 +108,9 @@ class JournaledModel(Runnable[Any, Any]):
                 whole = chunk if whole is None else whole + chunk
                 yield chunk
         except Exception:
-            self.journal.abandon_model_call(call)
+            give_back(call)
             raise
-        await self.journal.aclose_model_call(call, whole)
+        await saver.adrive(record(call, whole))
 
     def batch(
         self,

@@ -14,7 +14,8 @@ importing this module without it raises ``ImportError`` naming the extra.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from functools import partial
+from typing import Any
 
 try:
     from langchain.agents.middleware import AgentMiddleware, ModelResponse
@@ -26,74 +27,53 @@ except ImportError as exc:  # pragma: no cover - exercised only without langchai
 from langchain_core.messages import AIMessage
 from langgraph.config import get_config
 
-
-class CallLedger(Protocol):
-    """What the middleware needs of a ``ToolLedger`` (it is built by
-    ``ToolLedger.middleware()``, so it names no class above it)."""
-
-    def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any: ...
-    async def awrap_tool_call(
-        self, request: Any, handler: Callable[[Any], Awaitable[Any]]
-    ) -> Any: ...
-    def open_model_call(self, config: Any, messages: Any) -> Any: ...
-    async def aopen_model_call(self, config: Any, messages: Any) -> Any: ...
-    def abandon_model_call(self, call: Any) -> None: ...
-    def close_model_call(self, call: Any, response: Any) -> None: ...
-    async def aclose_model_call(self, call: Any, response: Any) -> None: ...
+from langgraph_durable.ledger.context import LedgerContext
+from langgraph_durable.ledger.integrations.tool_calls import awrap_tool_call, wrap_tool_call
+from langgraph_durable.ledger.journal import journaled, model_call
+from langgraph_durable.ledger.sequences import arun, run
+from langgraph_durable.ledger.wiring import MODEL_ADVICE, refuse_sync_on_loop
 
 
 class LedgerMiddleware(AgentMiddleware):
     """Routes every tool call of a ``create_agent`` agent through a ``ToolLedger`` and,
     with ``journal_models`` (the default), journals every model call."""
 
-    def __init__(self, ledger: CallLedger, *, journal_models: bool = True) -> None:
+    def __init__(self, lctx: LedgerContext, *, journal_models: bool = True) -> None:
         super().__init__()
-        self.ledger = ledger
+        self.lctx = lctx
         self.journal_models = journal_models
 
     def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
-        return self.ledger.wrap_tool_call(request, handler)
+        return wrap_tool_call(self.lctx, request, handler)
 
     async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
-        return await self.ledger.awrap_tool_call(request, handler)
+        return await awrap_tool_call(self.lctx, request, handler)
 
     def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         """Replay the recorded response of this model call, or call and record it."""
         call = (
-            self.ledger.open_model_call(get_config(), request.messages)
-            if self.journal_models
-            else None
+            model_call(self.lctx, get_config(), request.messages) if self.journal_models else None
         )
         if call is None:
             return handler(request)
-        if call.recorded is not None:
-            return _response(call.recorded.result)
-        try:
-            response = _normalized(handler(request))
-        except Exception:
-            self.ledger.abandon_model_call(call)
-            raise
-        self.ledger.close_model_call(call, _stored(response))
-        return response
+        saver = call.lctx.recording_saver
+        refuse_sync_on_loop(saver, MODEL_ADVICE)
+        return _normalized(run(saver, journaled(call, partial(handler, request), _kept, _response)))
 
     async def awrap_model_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
-        """The async twin of ``wrap_model_call``."""
+        """``wrap_model_call`` for async runs."""
         call = (
-            await self.ledger.aopen_model_call(get_config(), request.messages)
-            if self.journal_models
-            else None
+            model_call(self.lctx, get_config(), request.messages) if self.journal_models else None
         )
         if call is None:
             return await handler(request)
-        if call.recorded is not None:
-            return _response(call.recorded.result)
-        try:
-            response = _normalized(await handler(request))
-        except Exception:
-            self.ledger.abandon_model_call(call)
-            raise
-        await self.ledger.aclose_model_call(call, _stored(response))
-        return response
+        steps = journaled(call, partial(handler, request), _kept, _response)
+        return _normalized(await arun(call.lctx.recording_saver, steps))
+
+
+def _kept(response: Any) -> dict[str, Any]:
+    """What is recorded of a handler's response."""
+    return _stored(_normalized(response))
 
 
 def _normalized(response: Any) -> ModelResponse:

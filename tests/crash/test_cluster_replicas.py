@@ -1,0 +1,179 @@
+"""``wait_for_replicas`` on a Redis Cluster: WAIT counts the write it follows.
+
+WAIT counts the replicas that acknowledged the writes of *its own connection*. A WAIT
+sent on another connection of the node than the write counts the replicas of nothing
+(that connection wrote nothing) and answers at once, so a write no replica holds would
+be acknowledged. A private cluster of one primary (every slot) and one replica on
+loopback; the replica SIGSTOPped, so it acknowledges nothing; writers in threads and
+tasks at once, so the pool's connections differ between calls. Every write must fail
+with ``NotReplicatedError``; none may return as acknowledged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import signal
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from langgraph.checkpoint.base import empty_checkpoint
+
+from langgraph_durable import AsyncRedisSaver, NotReplicatedError, RedisSaver
+from tests.helpers import graphs
+from tests.helpers.servers import Server, cluster_port, start_server
+
+CLUSTER = ("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
+CLUSTER += ("--save", "", "--appendonly", "no", "--cluster-node-timeout", "60000")
+CLUSTER += ("--repl-diskless-sync-delay", "0")  # the replica's first sync at once
+WRITERS = 8
+PUTS = 3  # each a write and its WAIT
+
+
+def _wait_for(check: Any, what: str) -> None:
+    deadline = time.monotonic() + 60  # a safety net: it ends on the event
+    while not check():
+        if time.monotonic() > deadline:
+            pytest.fail(f"the test cluster never got {what}")
+        time.sleep(0.02)
+
+
+def _online(client: redis.Redis) -> bool:
+    return client.info("replication").get("slave0", {}).get("state") == "online"
+
+
+def _known(client: redis.Redis) -> set[str]:
+    return {node["node_id"] for node in client.cluster("nodes").values()}
+
+
+@pytest.fixture(scope="module")
+def primary_and_replica() -> Iterator[tuple[Server, Server]]:
+    """A cluster of one primary holding every slot and one replica of it."""
+    if shutil.which("redis-server") is None and shutil.which("valkey-server") is None:
+        pytest.skip("no redis-server")
+    workdir = Path(tempfile.mkdtemp(prefix="lgd-cluster-replica-"))
+    nodes: list[Server] = []
+    try:
+        for name in ("primary", "replica"):
+            (workdir / name).mkdir()
+            nodes.append(start_server(str(workdir / name), *CLUSTER, pick_port=cluster_port))
+        primary, replica = nodes
+        p, r = primary.client(), replica.client()
+        for start in range(0, 16384, 1024):
+            p.execute_command("CLUSTER ADDSLOTS", *range(start, start + 1024))
+        r.execute_command("CLUSTER MEET", "127.0.0.1", primary.port)
+        primary_id = p.execute_command("CLUSTER MYID").decode()
+        _wait_for(lambda: primary_id in _known(r), "a meet")
+        r.execute_command("CLUSTER REPLICATE", primary_id)
+        _wait_for(lambda: _online(p), "a replica in sync")
+        for client in (p, r):
+            _wait_for(lambda c=client: c.cluster("info").get("cluster_state") == "ok", "ok")
+        yield primary, replica
+    finally:
+        for node in nodes:
+            node.proc.send_signal(signal.SIGCONT)
+            node.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+@contextmanager
+def frozen(primary: Server, replica: Server) -> Iterator[None]:
+    """The replica SIGSTOPped: it acknowledges nothing until the block ends. Before, it
+    acknowledges every write so far (a write of our own, then WAIT on its connection)."""
+    before = primary.client()
+    before.set("{lgd-test}:synced", 1)
+    assert before.wait(1, 10_000) == 1, "the replica holds every write so far"
+    replica.proc.send_signal(signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        replica.proc.send_signal(signal.SIGCONT)
+        p = primary.client()
+        # the replica catches up before the next test: its offset equals the primary's
+        _wait_for(lambda: p.wait(1, 100) == 1, "its replica back")
+
+
+OPTIONS = {"cluster": True, "wait_for_replicas": 1, "replica_timeout": 0.05}
+OPTIONS |= {"failover_timeout": 0.2}
+CONFIGS = [{"configurable": {"thread_id": f"w{n}", "checkpoint_ns": ""}} for n in range(WRITERS)]
+
+
+def test_no_write_is_acknowledged_by_a_wait_on_another_connection(
+    primary_and_replica: tuple[Server, Server],
+) -> None:
+    primary, replica = primary_and_replica
+    outcomes: list[str] = []
+    with (
+        ExitStack() as stack,
+        RedisSaver.from_conn_string(primary.url, key_prefix="cw-sync", **OPTIONS) as saver,
+    ):
+        start = threading.Barrier(WRITERS)
+
+        def read(n: int) -> None:  # the node's pool holds connections that wrote nothing
+            start.wait()
+            saver.get_tuple(CONFIGS[n])
+
+        def write(n: int) -> None:
+            start.wait()
+            for _ in range(PUTS):
+                try:
+                    saver.put(CONFIGS[n], empty_checkpoint(), {}, {})
+                except NotReplicatedError:
+                    outcomes.append("refused")
+                else:
+                    outcomes.append("acknowledged")
+
+        for job in (read, None, write):
+            if job is None:
+                stack.enter_context(frozen(primary, replica))
+                continue
+            threads = [threading.Thread(target=job, args=(n,)) for n in range(WRITERS)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(timeout=120)
+    assert outcomes == ["refused"] * WRITERS * PUTS
+
+
+async def test_no_async_write_is_acknowledged_by_a_wait_on_another_connection(
+    primary_and_replica: tuple[Server, Server],
+) -> None:
+    primary, replica = primary_and_replica
+    async with AsyncRedisSaver.from_conn_string(
+        primary.url, key_prefix="cw-async", **OPTIONS
+    ) as saver:
+        # the node's pool holds connections that wrote nothing (handed out in turn)
+        await asyncio.gather(*(saver.aget_tuple(config) for config in CONFIGS))
+        outcomes = []
+        with frozen(primary, replica):
+            for config in CONFIGS * PUTS:  # one after another, each on the pool's next
+                try:
+                    await saver.aput(config, empty_checkpoint(), {}, {})
+                except NotReplicatedError:
+                    outcomes.append("refused")
+                else:
+                    outcomes.append("acknowledged")
+    assert outcomes == ["refused"] * WRITERS * PUTS
+
+
+def test_writes_are_acknowledged_once_the_replica_holds_them(
+    primary_and_replica: tuple[Server, Server],
+) -> None:
+    primary, replica = primary_and_replica
+    with RedisSaver.from_conn_string(primary.url, key_prefix="cw-ok", **OPTIONS) as saver:
+        graph = graphs.react_graph(rounds=1).compile(checkpointer=saver)
+        config = {"configurable": {"thread_id": "ok"}}
+        graph.invoke(graphs.react_input(), config)
+        newest = saver.get_tuple(config)
+    assert newest is not None
+    copy = redis.Redis(port=replica.port)
+    copy.execute_command("READONLY")
+    tag = saver.keys.thread("ok").with_twins()[0]
+    assert copy.exists(tag), "the replica holds the thread's keys"
