@@ -40,6 +40,7 @@ from redis.exceptions import (
     AuthenticationError,
     AuthorizationError,
     ClusterDownError,
+    ClusterError,
     ConnectionError,
     ReadOnlyError,
     ResponseError,
@@ -95,14 +96,18 @@ _REFUSALS = (
 # Server states that pass, each refusing a command without running it, so sending it
 # again is safe: a demoted primary (READONLY: a managed endpoint that moved, a Sentinel
 # failover seen through a plain connection), a cluster healing or resharding
-# (CLUSTERDOWN, MASTERDOWN, TRYAGAIN), a script over its time limit (BUSY).
+# (CLUSTERDOWN, MASTERDOWN, TRYAGAIN, and redis-py's cluster client giving up on
+# TRYAGAIN and redirects of a slot being migrated: "TTL exhausted"), a script over its
+# time limit (BUSY).
 _PASSING = (ReadOnlyError, ClusterDownError, TryAgainError)
 
 
 def passing_state(exc: BaseException) -> bool:
     """Whether ``exc`` is a refusal by a server in a state that passes (``_PASSING``)."""
-    return isinstance(exc, _PASSING) or (
-        isinstance(exc, ResponseError) and str(exc).startswith("BUSY ")
+    return (
+        isinstance(exc, _PASSING)
+        or (isinstance(exc, ResponseError) and str(exc).startswith("BUSY "))
+        or (isinstance(exc, ClusterError) and "TTL exhausted" in str(exc))
     )
 
 

@@ -132,10 +132,12 @@ def node_round_trip(
 def _moved(results: list[Any]) -> bool:
     """Whether a reply redirects the batch; an ASK (the slot being migrated) becomes a
     TRYAGAIN in its place, so the driver rides it out."""
+    if any(isinstance(reply, MovedError) for reply in results):  # (a subclass of AskError)
+        return True
     for i, reply in enumerate(results):
         if isinstance(reply, AskError):
             results[i] = TryAgainError(f"the slot is being migrated: {reply}")
-    return any(isinstance(reply, MovedError) for reply in results)
+    return False
 
 
 def _refresh(client: Any) -> None:

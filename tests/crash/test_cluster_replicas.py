@@ -20,13 +20,15 @@ import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 import redis
 from langgraph.checkpoint.base import empty_checkpoint
 
 from langgraph_durable import AsyncRedisSaver, NotReplicatedError, RedisSaver
+from tests.crash.test_failover import SAFETY, STEPS, steps_graph
+from tests.crash.test_resharding import Gate, Slot, thread_key
 from tests.helpers import graphs
 from tests.helpers.servers import Server, cluster_port, start_server
 
@@ -53,31 +55,42 @@ def _known(client: redis.Redis) -> set[str]:
     return {node["node_id"] for node in client.cluster("nodes").values()}
 
 
+class Nodes(NamedTuple):
+    primary: Server  # every slot at first
+    replica: Server
+    other: Server  # a primary of no slot, until a test moves one to it
+    other_replica: Server
+
+
 @pytest.fixture(scope="module")
-def primary_and_replica() -> Iterator[tuple[Server, Server]]:
-    """A cluster of one primary holding every slot and one replica of it."""
+def nodes() -> Iterator[Nodes]:
+    """A cluster of two primaries, each with a replica; the first holds every slot."""
     if shutil.which("redis-server") is None and shutil.which("valkey-server") is None:
         pytest.skip("no redis-server")
     workdir = Path(tempfile.mkdtemp(prefix="lgd-cluster-replica-"))
-    nodes: list[Server] = []
+    started: list[Server] = []
     try:
-        for name in ("primary", "replica"):
+        for name in Nodes._fields:
             (workdir / name).mkdir()
-            nodes.append(start_server(str(workdir / name), *CLUSTER, pick_port=cluster_port))
-        primary, replica = nodes
-        p, r = primary.client(), replica.client()
+            started.append(start_server(str(workdir / name), *CLUSTER, pick_port=cluster_port))
+        found = Nodes(*started)
+        clients = Nodes(*(n.client() for n in started))
         for start in range(0, 16384, 1024):
-            p.execute_command("CLUSTER ADDSLOTS", *range(start, start + 1024))
-        r.execute_command("CLUSTER MEET", "127.0.0.1", primary.port)
-        primary_id = p.execute_command("CLUSTER MYID").decode()
-        _wait_for(lambda: primary_id in _known(r), "a meet")
-        r.execute_command("CLUSTER REPLICATE", primary_id)
-        _wait_for(lambda: _online(p), "a replica in sync")
-        for client in (p, r):
+            clients.primary.execute_command("CLUSTER ADDSLOTS", *range(start, start + 1024))
+        ids = Nodes(*(c.execute_command("CLUSTER MYID").decode() for c in clients))
+        for client in clients[1:]:
+            client.execute_command("CLUSTER MEET", "127.0.0.1", found.primary.port)
+        for client in clients:
+            _wait_for(lambda c=client: _known(c) == set(ids), "every node met")
+        clients.replica.execute_command("CLUSTER REPLICATE", ids.primary)
+        clients.other_replica.execute_command("CLUSTER REPLICATE", ids.other)
+        for primary in (clients.primary, clients.other):
+            _wait_for(lambda p=primary: _online(p), "its replica in sync")
+        for client in clients:
             _wait_for(lambda c=client: c.cluster("info").get("cluster_state") == "ok", "ok")
-        yield primary, replica
+        yield found
     finally:
-        for node in nodes:
+        for node in started:
             node.proc.send_signal(signal.SIGCONT)
             node.stop()
         shutil.rmtree(workdir, ignore_errors=True)
@@ -105,10 +118,8 @@ OPTIONS |= {"failover_timeout": 0.2}
 CONFIGS = [{"configurable": {"thread_id": f"w{n}", "checkpoint_ns": ""}} for n in range(WRITERS)]
 
 
-def test_no_write_is_acknowledged_by_a_wait_on_another_connection(
-    primary_and_replica: tuple[Server, Server],
-) -> None:
-    primary, replica = primary_and_replica
+def test_no_write_is_acknowledged_by_a_wait_on_another_connection(nodes: Nodes) -> None:
+    primary, replica = nodes.primary, nodes.replica
     outcomes: list[str] = []
     with (
         ExitStack() as stack,
@@ -143,9 +154,9 @@ def test_no_write_is_acknowledged_by_a_wait_on_another_connection(
 
 
 async def test_no_async_write_is_acknowledged_by_a_wait_on_another_connection(
-    primary_and_replica: tuple[Server, Server],
+    nodes: Nodes,
 ) -> None:
-    primary, replica = primary_and_replica
+    primary, replica = nodes.primary, nodes.replica
     async with AsyncRedisSaver.from_conn_string(
         primary.url, key_prefix="cw-async", **OPTIONS
     ) as saver:
@@ -163,10 +174,8 @@ async def test_no_async_write_is_acknowledged_by_a_wait_on_another_connection(
     assert outcomes == ["refused"] * WRITERS * PUTS
 
 
-def test_writes_are_acknowledged_once_the_replica_holds_them(
-    primary_and_replica: tuple[Server, Server],
-) -> None:
-    primary, replica = primary_and_replica
+def test_writes_are_acknowledged_once_the_replica_holds_them(nodes: Nodes) -> None:
+    primary, replica = nodes.primary, nodes.replica
     with RedisSaver.from_conn_string(primary.url, key_prefix="cw-ok", **OPTIONS) as saver:
         graph = graphs.react_graph(rounds=1).compile(checkpointer=saver)
         config = {"configurable": {"thread_id": "ok"}}
@@ -177,3 +186,47 @@ def test_writes_are_acknowledged_once_the_replica_holds_them(
     copy.execute_command("READONLY")
     tag = saver.keys.thread("ok").with_twins()[0]
     assert copy.exists(tag), "the replica holds the thread's keys"
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_write_and_its_wait_follow_a_slot_moved_mid_run(nodes: Nodes, mode: str) -> None:
+    """The slot moves to the other primary while the run waits: its next write gets
+    MOVED, learns the new owner and goes there with its WAIT, which the other primary's
+    replica answers (last in the module: the slot stays moved)."""
+    gate, thread = Gate(), f"moved-{mode}"
+    config = {"configurable": {"thread_id": thread}}
+    options = {**OPTIONS, "replica_timeout": 5, "failover_timeout": 30}
+    saver_class = RedisSaver if mode == "sync" else AsyncRedisSaver
+
+    async def run_async(graph: Any) -> Any:
+        async with saver_class.from_conn_string(  # type: ignore[attr-defined]
+            nodes.primary.url, key_prefix="cw-moved", **options
+        ) as saver:
+            graph = steps_graph(gate.at_kill).compile(checkpointer=saver)
+            run = asyncio.create_task(graph.ainvoke({"trail": []}, config))
+            await asyncio.to_thread(move, thread_key(saver, thread))
+            out = await asyncio.wait_for(run, SAFETY)
+            return out, (await graph.aget_state(config)).values
+
+    def move(key: str) -> None:
+        assert gate.reached.wait(SAFETY)
+        try:
+            slot = Slot(nodes.primary.url, key, nodes.other.port)
+            slot.begin()
+            slot.finish()
+        finally:
+            gate.go.set()
+
+    if mode == "async":
+        out, state = asyncio.run(run_async(None))
+    else:
+        with RedisSaver.from_conn_string(
+            nodes.primary.url, key_prefix="cw-moved", **options
+        ) as saver:
+            graph = steps_graph(gate.at_kill).compile(checkpointer=saver)
+            mover = threading.Thread(target=move, args=(thread_key(saver, thread),))
+            mover.start()
+            out = graph.invoke({"trail": []}, config)
+            mover.join(SAFETY)
+            state = graph.get_state(config).values
+    assert out["trail"] == state["trail"] == list(range(STEPS))

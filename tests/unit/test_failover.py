@@ -4,16 +4,28 @@ from __future__ import annotations
 
 import pytest
 from redis.exceptions import (
+    AskError,
     AuthenticationError,
     BusyLoadingError,
+    ClusterDownError,
+    ClusterError,
     ConnectionError,
+    MovedError,
+    ReadOnlyError,
     ResponseError,
     TimeoutError,
+    TryAgainError,
 )
 from redis.sentinel import MasterNotFoundError
 
 from langgraph_durable.core.errors import ConfigurationError
-from langgraph_durable.io.failover import Failover, FailoverTimeoutError, check_timeout, is_failover
+from langgraph_durable.io.failover import (
+    Failover,
+    FailoverTimeoutError,
+    check_timeout,
+    is_failover,
+    passing_state,
+)
 
 
 class Clock:
@@ -34,6 +46,18 @@ def test_what_counts_as_a_failover() -> None:
     for refused in (AuthenticationError("WRONGPASS"), ResponseError("ERR"), ValueError(), tls,
                     MasterNotFoundError("No master found for 'x' : ... - auth:AuthenticationError")):  # fmt: skip
         assert not is_failover(refused), refused
+
+
+def test_which_server_states_pass() -> None:
+    """Refusals of a command not run, by a server in a state that passes: sent again."""
+    for passing in (ReadOnlyError("READONLY"), ClusterDownError("CLUSTERDOWN"),
+                    TryAgainError("TRYAGAIN"), ResponseError("BUSY Redis is busy"),
+                    ClusterError("TTL exhausted.")):  # fmt: skip
+        assert passing_state(passing) and is_failover(passing), passing
+    # a redirect is followed by the client itself; anything else is no passing state
+    for other in (MovedError("1 127.0.0.1:1"), AskError("1 127.0.0.1:1"),
+                  ClusterError("other"), ResponseError("ERR busy")):  # fmt: skip
+        assert not passing_state(other), other
 
 
 def test_a_round_trip_is_sent_again_until_the_budget_is_spent() -> None:
