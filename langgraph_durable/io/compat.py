@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from langgraph_durable.core.errors import ConfigurationError
-from langgraph_durable.io import connect
+from langgraph_durable.io import connect, deadlines
 
 _TTL_KEYS = ("default_ttl", "refresh_on_read")
 
@@ -160,6 +160,7 @@ def open_client(
                 "URL; set them on the client you pass"
             )
         connect.check_client(given, asyncio=asyncio)
+        deadlines.warn_without_deadline(given)
         if cluster and not connect.is_cluster(given):
             raise ConfigurationError(
                 f"cluster=True, but the client is a {type(given).__name__}: pass a "

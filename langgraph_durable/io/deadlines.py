@@ -8,13 +8,17 @@ come within ``socket_timeout`` is a lost server for the saver's failover budget
 (``failover.py``), which then sends the round trip again (on Sentinel, to the master the
 sentinels name now) or, past ``failover_timeout``, raises ``FailoverTimeoutError``. Each
 default is overridable by its redis-py keyword (``from_conn_string(...,
-socket_timeout=30)``); a client handed in keeps its own.
+socket_timeout=30)``); a client handed in keeps its own, and one without a read deadline
+is warned about once, as the saver takes it (``warn_without_deadline``).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
+
+logger = logging.getLogger("langgraph_durable")
 
 # Deadlines of the clients a saver makes (from a URL; each overridable by its keyword).
 # Without them a server that stops answering without closing the connection (a paused
@@ -101,3 +105,31 @@ def client_options(
     """``options`` with the saver's default Retry and deadlines, each unless the caller
     passed its own."""
     return {"retry": client_retry(asyncio=asyncio), **with_deadlines(options, replica_timeout)}
+
+
+def read_deadline(client: Any) -> tuple[bool, float | None]:
+    """(whether it was found, the ``socket_timeout``) of a redis-py client's connections:
+    a plain or Sentinel client's pool, a cluster client's nodes."""
+    for holder in (
+        getattr(client, "connection_pool", None),
+        getattr(client, "nodes_manager", None),
+        client,
+    ):
+        kwargs = getattr(holder, "connection_kwargs", None)
+        if isinstance(kwargs, Mapping):
+            return True, kwargs.get("socket_timeout")
+    return False, None
+
+
+def warn_without_deadline(client: Any) -> None:
+    """Warn if a client handed to a saver waits for a reply forever (no ``socket_timeout``:
+    redis-py's default before 8.0): a Redis that stops answering would block a run."""
+    found, timeout = read_deadline(client)
+    if found and timeout is None:
+        logger.warning(
+            "langgraph-durable: the Redis client passed has no socket_timeout: a Redis that "
+            "stops answering without closing the connection (a partition, a paused VM) "
+            "blocks a run forever. Give it socket_timeout=%.0f (what the saver's own "
+            "clients use) and socket_keepalive=True, or pass a URL",
+            READ_TIMEOUT,
+        )

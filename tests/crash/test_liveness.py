@@ -67,6 +67,25 @@ def test_a_saver_made_from_a_url_has_deadlines_and_keepalive(tmp_path: Path) -> 
         server.stop()
 
 
+def test_a_client_passed_without_a_read_deadline_is_warned_about(
+    redis_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A client handed in keeps its own deadlines; one that would wait forever (redis-py
+    before 8.0 had no default socket_timeout) is named as the saver takes it."""
+    import redis
+    import redis.asyncio
+
+    warned = "has no socket_timeout"
+    with caplog.at_level(logging.WARNING, logger="langgraph_durable"):
+        RedisSaver(redis.Redis.from_url(redis_url, socket_timeout=None))
+        assert warned in caplog.text
+        caplog.clear()
+        RedisSaver(redis.Redis.from_url(redis_url, socket_timeout=3))
+        assert warned not in caplog.text
+    asynchronous = redis.asyncio.Redis.from_url(redis_url, socket_timeout=None)
+    assert deadlines.read_deadline(asynchronous) == (True, None)
+
+
 def test_a_frozen_server_fails_the_run_within_the_budget(tmp_path: Path, lost: Lost) -> None:
     """SIGSTOPped mid-thread: the next round trip gets no reply; after ``socket_timeout``
     it is a lost server, and past ``failover_timeout`` (counted from when it was sent)

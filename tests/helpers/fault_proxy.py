@@ -11,6 +11,12 @@ to server, "down" server to client), on whichever connection carries them:
                                   # random point inside it, until disarmed (a new
                                   # connection's first bursts are spared: see below)
 
+And a partition, the network between client and server gone without a reset:
+
+    proxy.partition()             # every byte either way dropped, no connection closed;
+                                  # a new connection is accepted and gets nothing
+    proxy.heal()                  # connections held by the partition are closed
+
 ``faults`` counts the faults that fired, so a test can check it exercised something.
 Cuts come after a bounded number of bursts, not drawn at random per burst: how many fire
 then follows from the traffic alone. A new connection's first ``GRACE + every`` bursts
@@ -50,6 +56,8 @@ class FaultProxy:
         self._rng = random.Random(seed)
         self._sockets: set[socket.socket] = set()
         self._closed = False
+        self._partitioned = threading.Event()
+        self._held: set[socket.socket] = set()  # connections made during the partition
         self.faults = 0
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -71,6 +79,19 @@ class FaultProxy:
     def disarm(self) -> None:
         self._arm(None)
 
+    def partition(self) -> None:
+        """Drop every byte either way from now on, closing nothing (a black hole)."""
+        self._partitioned.set()
+
+    def heal(self) -> None:
+        """End the partition; connections made during it are closed (they have no server
+        side), the others carry bytes again."""
+        self._partitioned.clear()
+        with self._lock:
+            held, self._held = self._held, set()
+        for sock in held:
+            _close(sock)
+
     @property
     def armed(self) -> bool:
         return self._fault is not None
@@ -87,6 +108,11 @@ class FaultProxy:
                 client, _ = self._listener.accept()
             except OSError:
                 return
+            if self._partitioned.is_set():  # accepted, then nothing: a black hole
+                with self._lock:
+                    self._held.add(client)
+                threading.Thread(target=self._drain, args=(client,), daemon=True).start()
+                continue
             try:
                 server = socket.create_connection(self.target)
             except OSError:
@@ -110,6 +136,8 @@ class FaultProxy:
         carried = 0  # bursts this connection carried in this direction
         try:
             while data := src.recv(65536):
+                if self._partitioned.is_set():
+                    continue  # dropped, the connection kept open
                 carried += 1
                 forward, cut, pause = self._decide(direction, data, carried)
                 if pause:
@@ -128,6 +156,14 @@ class FaultProxy:
             sock.close()
             with self._lock:
                 self._sockets.discard(sock)
+
+    def _drain(self, sock: socket.socket) -> None:
+        """Read and drop what a connection made during the partition sends."""
+        try:
+            while sock.recv(65536):
+                pass
+        except OSError:
+            pass
 
     def _decide(self, direction: str, data: bytes, carried: int) -> tuple[bytes, bool, float]:
         """What of ``data`` (the ``carried``-th burst of its connection in this direction)
@@ -159,9 +195,13 @@ class FaultProxy:
         self._listener.close()
         with self._lock:
             sockets = list(self._sockets)
-        for sock in sockets:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            sock.close()
+        for sock in [*sockets, *self._held]:
+            _close(sock)
+
+
+def _close(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    sock.close()

@@ -226,3 +226,15 @@ async def test_refresh_on_read_and_url_shapes_on_cluster(cluster_url: str, clien
     finally:
         direct.delete(*KeySchema(prefix).thread("refresh:{x}").all())
         direct.close()
+
+
+def test_a_cluster_clients_read_deadline_is_found(cluster_url: str) -> None:
+    """What ``warn_without_deadline`` reads: a cluster client's nodes' socket_timeout."""
+    import redis.asyncio.cluster
+
+    from langgraph_durable.io import deadlines
+
+    with redis.cluster.RedisCluster.from_url(cluster_url, socket_timeout=7) as sync:
+        assert deadlines.read_deadline(sync) == (True, 7)
+    asynchronous = redis.asyncio.cluster.RedisCluster.from_url(cluster_url, socket_timeout=None)
+    assert deadlines.read_deadline(asynchronous) == (True, None)
