@@ -1,14 +1,16 @@
 """``langgraph-durable timeline THREAD --html FILE``: one self-contained page picturing a thread.
 
-Owns gathering what a thread holds (``gather``: read-only, through the inspection saver,
-so it works on a damaged thread and moves nothing) and drawing it (``render``: a pure
-function of a ``Timeline``). The page has no script and loads nothing: inline CSS and
-inline SVG only. It shows, per namespace, the checkpoints by step with their branches
-(a checkpoint with more than one child is a fork; each child after the first opens a
-lane), the damaged checkpoints and where a read fell back past them, the quarantined
-records, the lease, and at their steps the tool and model calls: intent, result or
-error, attempts, escalations and operators' decisions (who, when, why). Every stored
-string is escaped (``html.escape``) and cut to a bounded length before it is shown.
+Owns drawing what ``timeline_data.gather`` found (``render``: a pure function of a
+``Timeline``). The page has no script and loads nothing: inline CSS and inline SVG only.
+It tells what happened, first as a story (resumes after a gap and the steps that ran
+again, damage and where reads fall back to, questions asked and their answers,
+acknowledgements), then per namespace the checkpoints by step with their time, nodes and
+run, their branches (a checkpoint with more than one child is a fork; each child after
+the first opens a lane), damaged and quarantined checkpoints on their lane at their step
+with a dashed line to where reads fall back, then the tool and model calls (intent,
+result as its content, attempts, questions and operators' decisions), the quarantined
+records and the lease. Every stored string is escaped (``html.escape``) and cut to a
+bounded length before it is shown; no word is broken across lines (wide tables scroll).
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ import html
 import json
 import reprlib
 from collections import defaultdict
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -26,93 +27,21 @@ import click
 
 from langgraph_durable.cli.common import common, open_saver, out
 from langgraph_durable.cli.inspection import require_thread
+from langgraph_durable.cli.timeline_data import (
+    Point,
+    Timeline,
+    gather,
+    graph_of_call,
+    graph_of_checkpoint,
+    seconds_of,
+)
 from langgraph_durable.core.keys import SEP
-from langgraph_durable.core.overview import Quarantined, quarantined, thread_overview
-from langgraph_durable.core.reports import RecoveryReport, VerifyReport
-from langgraph_durable.ledger import ToolLedger
-from langgraph_durable.ledger.entries import LedgerEntry
-from langgraph_durable.saver import RedisSaver
+from langgraph_durable.ledger.entries import DIVERGED, LedgerEntry
+
+__all__ = ["MAX_SHOWN", "Point", "Timeline", "gather", "render", "timeline"]
 
 MAX_SHOWN = 160  # characters of any stored text shown
-MAX_PROBLEMS = 50  # verify's findings listed on the page
 LANE, ROW, RADIUS = 240, 46, 9  # the drawing's grid (px)
-
-
-@dataclass(frozen=True)
-class Point:
-    """One checkpoint as drawn: where it sits and what it says."""
-
-    checkpoint_id: str
-    checkpoint_ns: str
-    step: int | None
-    parent_id: str | None
-    source: str
-    created: str
-    damaged: str | None = None  # why it does not verify
-
-
-@dataclass
-class Timeline:
-    thread_id: str
-    points: list[Point] = field(default_factory=list)
-    calls: list[LedgerEntry] = field(default_factory=list)
-    quarantine: list[Quarantined] = field(default_factory=list)
-    quarantined: int = 0  # how many records are in quarantine (``quarantine``: some of them)
-    fallbacks: list[RecoveryReport] = field(default_factory=list)
-    leased_to: str | None = None
-    problems: list[str] = field(default_factory=list)  # what could not be read, and why
-
-
-def gather(saver: RedisSaver, thread_id: str) -> Timeline:
-    """Everything the page shows of ``thread_id``, read without writing anything."""
-    found = Timeline(thread_id)
-    report: VerifyReport = saver.verify(thread_id)
-    for tup in saver.list({"configurable": {"thread_id": thread_id}}):
-        conf = tup.config["configurable"]
-        parent = (tup.parent_config or {}).get("configurable", {}).get("checkpoint_id")
-        step = tup.metadata.get("step")
-        found.points.append(
-            Point(
-                conf["checkpoint_id"],
-                conf.get("checkpoint_ns", ""),
-                step if isinstance(step, int) else None,
-                parent,
-                str(tup.metadata.get("source", "")),
-                str(tup.checkpoint.get("ts", "")),
-            )
-        )
-    listed = {p.checkpoint_id for p in found.points}
-    reasons = {f.checkpoint_id: f.reason for f in report.findings if f.checkpoint_id}
-    for cid in report.damaged_checkpoints:
-        if cid not in listed:
-            found.points.append(Point(cid, "", None, None, "", "", reasons.get(cid, "damaged")))
-    for ns in sorted({p.checkpoint_ns for p in found.points} or {""}):
-        try:
-            saver.get_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ns}})
-        except Exception as exc:  # noqa: BLE001 - shown on the page, never a traceback
-            found.problems.append(f"reading namespace {ns!r}: {exc}")
-        fell_back = saver.recovery_report(thread_id, ns)
-        if fell_back is not None and fell_back.fell_back:
-            found.fallbacks.append(fell_back)
-    try:
-        found.calls = ToolLedger(saver).entries(thread_id)
-    except Exception as exc:  # noqa: BLE001 - as above
-        found.problems.append(f"reading the ledger: {exc}")
-    found.quarantined, found.quarantine = saver.drive(quarantined(saver.core.keys, thread_id))
-    overview = saver.drive(thread_overview(saver.core.keys, thread_id))
-    found.leased_to = overview.leased_to
-    for what, counted in (
-        ("checkpoint index", overview.checkpoints),
-        ("ledger", overview.ledger_entries),
-    ):
-        if counted == "damaged":
-            found.problems.append(f"the {what} key holds another type: run `verify --repair`")
-    for finding in report.findings[:MAX_PROBLEMS]:  # what verify found, as it says it
-        where = f" of checkpoint {finding.checkpoint_id}" if finding.checkpoint_id else ""
-        found.problems.append(f"{finding.kind}{where} ({finding.field}): {finding.reason}")
-    if len(report.findings) > MAX_PROBLEMS:
-        found.problems.append(f"and {len(report.findings) - MAX_PROBLEMS} more: run `verify`")
-    return found
 
 
 # -- drawing ------------------------------------------------------------------------------
@@ -153,7 +82,7 @@ def lanes(points: list[Point]) -> dict[str, int]:
 def _svg(points: list[Point], forks: set[str], calls_at: dict[int, list[str]]) -> str:
     lane_of = lanes(points)
     # a row per step that has a checkpoint (stored steps say what they like: no gaps
-    # drawn for them); damaged checkpoints (no step) go below
+    # drawn for them); checkpoints of no known step go below
     row_of = {
         step: row for row, step in enumerate(sorted({p.step for p in points if p.step is not None}))
     }
@@ -170,14 +99,17 @@ def _svg(points: list[Point], forks: set[str], calls_at: dict[int, list[str]]) -
     for p in points:
         if p.parent_id in by_id:
             (x1, y1), (x2, y2) = where(by_id[p.parent_id]), where(p)
-            parts.append(f'<line x1="{x1}" y1="{y1}" x2="{x2}" y2="{y2}" class="edge"/>')
+            kind = "fallback" if p.damaged else ("gap" if p.gap_s is not None else "edge")
+            parts.append(f'<line x1="{x1}" y1="{y1}" x2="{x2}" y2="{y2}" class="{kind}"/>')
     for p in points:
         x, y = where(p)
         kind = "damaged" if p.damaged else ("fork" if p.checkpoint_id in forks else "cp")
+        kind += " resumed" if p.gap_s is not None else ""
+        kind += " ran-again" if p.ran_again else ""
         parts.append(
             f'<g class="{kind}" data-checkpoint="{shown(p.checkpoint_id)}">'
             f'<circle cx="{x}" cy="{y}" r="{RADIUS}"/>'
-            f'<text x="{x + 14}" y="{y + 4}">{shown(labels[p.checkpoint_id])}</text></g>'
+            f'<text x="{x + 14}" y="{y + 4}">{shown(labels[p.checkpoint_id], 300)}</text></g>'
         )
     width = 80 + (max(lane_of.values(), default=0) + 1) * lane
     height = 60 + (undrawn + 1) * ROW
@@ -188,20 +120,82 @@ def _svg(points: list[Point], forks: set[str], calls_at: dict[int, list[str]]) -
 
 
 def _label(p: Point, calls_at: dict[int, list[str]]) -> str:
-    """What a checkpoint's dot says: its step, the end of its id, the calls at its step."""
-    said = f"step {p.step}" if p.step is not None else "damaged"
-    said += f" \u00b7 {p.checkpoint_id[-8:]}"
-    called = calls_at.get(p.step, []) if p.step is not None else []
+    """What a checkpoint's dot says: its step, time, nodes, run and id; what befell it."""
+    said = [f"step {p.step}" if p.step is not None else "step ?", _clock(p.created)]
+    if p.nodes:
+        said.append(", ".join(_node(n) for n in p.nodes)[:60])
+    if p.run_id:
+        said.append(f"run {p.run_id[-8:]}")
+    said.append(p.checkpoint_id[-8:])
+    if p.damaged:
+        said.append(f"DAMAGED ({p.damaged[:60]})")
+        said.append(
+            f"reads fall back to {p.falls_back_to[-8:]}" if p.falls_back_to else "no fallback"
+        )
+    if p.gap_s is not None:
+        said.append(f"resumed after {_duration(p.gap_s)}")
+    if p.ran_again:
+        said.append("ran again")
+    called = calls_at.get(p.step, []) if p.step is not None and not p.damaged else []
     if called:
-        said += f" \u00b7 {len(called)} calls: {', '.join(sorted(set(called)))}"
-    return said[:MAX_SHOWN]
+        said.append(f"{len(called)} calls: {', '.join(sorted(set(called)))}")
+    return " \u00b7 ".join(said)
+
+
+def _node(name: str) -> str:
+    return "input" if name in ("__start__", "__input__") else name
+
+
+def _clock(created: str) -> str:
+    at = seconds_of(created)
+    if at is None:
+        return "time ?"
+    return datetime.fromtimestamp(at, timezone.utc).strftime("%H:%M:%S.%f")[:-3]
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.1f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
+
+
+def readable(value: Any) -> Any:
+    """A recorded result as what it says: a message's content (and the calls an AI
+    message asks for), a create_agent response's messages; anything else as stored."""
+    if isinstance(value, dict) and isinstance(value.get("result"), list):
+        return " / ".join(str(readable(m)) for m in value["result"])
+    content = getattr(value, "content", None)
+    if content is None:
+        return value
+    calls = [c.get("name") for c in getattr(value, "tool_calls", None) or [] if isinstance(c, dict)]
+    text = content if isinstance(content, str) else json.dumps(content, default=str)
+    return f"{text} (asks for {', '.join(map(str, calls))})" if calls else text
+
+
+def asked(e: LedgerEntry) -> str:
+    """The questions a call put to a human, as what they were and how each was answered."""
+    if not e.escalations:
+        return "-"
+    what = "a diverged call" if e.state == DIVERGED or e.diverged_from else "outcome unknown"
+    said = []
+    last = e.escalations[-1]
+    for slot in e.escalations:
+        decision = e.decisions.get(slot)
+        if decision is not None:
+            answer = f"{decision.action} by {decision.by or '?'}"
+        elif slot == last and e.resolution:
+            answer = f"answered {e.resolution}"
+        elif slot == e.escalation:
+            answer = "waiting for an answer"
+        else:
+            answer = "answered"
+        said.append(f"asked #{slot} ({what}): {answer}")
+    return "; ".join(said)
 
 
 def _call_rows(calls: list[LedgerEntry]) -> str:
     rows = []
     for e in sorted(calls, key=lambda e: (e.checkpoint_ns, e.step, e.position)):
         kind = "model" if e.model_call else "tool"
-        outcome = e.error if e.error else e.result
+        outcome = e.error if e.error else readable(e.result)
         decisions = "; ".join(
             f"#{slot} {d.action} by {d.by or '?'} at {_at(d.at)}: {d.reason or '-'}"
             for slot, d in sorted(e.decisions.items())
@@ -210,8 +204,7 @@ def _call_rows(calls: list[LedgerEntry]) -> str:
             f'<tr class="call {shown(e.state)}"><td>{shown(e.checkpoint_ns or "(root)")}</td>'
             f"<td>{shown(e.step)}</td><td>{kind}</td><td>{shown(e.name)}</td>"
             f"<td>{shown(e.state)}</td><td>{shown(e.args)}</td><td>{shown(outcome)}</td>"
-            f"<td>{shown(e.attempts)}</td>"
-            f"<td>{shown(', '.join(str(n) for n in e.escalations) or '-')}</td>"
+            f'<td>{shown(e.attempts)}</td><td class="asked">{shown(asked(e))}</td>'
             f"<td>{shown(decisions or e.resolution or '-')}</td><td>{_at(e.started_at)}</td></tr>"
         )
     return "".join(rows)
@@ -226,13 +219,57 @@ def _at(ts: float | None) -> str:
         return "-"
 
 
+def _story(t: Timeline) -> list[tuple[float, str]]:
+    """What happened, each as (when, sentence), for the list at the top of the page."""
+    told: list[tuple[float, str]] = []
+    for p in t.points:
+        at = seconds_of(p.created) or 0.0
+        where = f"step {p.step if p.step is not None else '?'}"
+        if p.gap_s is not None:
+            again = ", and ran again" if p.ran_again else ""
+            nodes = ", ".join(map(_node, p.nodes)) or "?"
+            sentence = (
+                f"{where} ({nodes}) was written {_duration(p.gap_s)} after the step before "
+                f"it: the run stopped there (a crash, or a wait) and went on{again}"
+            )
+            told.append((at, sentence))
+        elif p.ran_again:
+            told.append(
+                (at, f"{where} ran again: a call of it ran more than once or was asked about")
+            )
+        if p.damaged:
+            back = f"checkpoint {p.falls_back_to}" if p.falls_back_to else "nothing"
+            told.append(
+                (
+                    at,
+                    f"checkpoint {p.checkpoint_id} ({where}) is {p.damaged}: reads fall back to {back}",
+                )
+            )
+    for e in t.calls:
+        if e.escalations:
+            told.append((e.started_at or 0.0, f"{e.name} at step {e.step}: {asked(e)}"))
+    for a in t.acknowledgements:
+        told.append(
+            (
+                a.at,
+                f"{len(a.records)} quarantined records acknowledged by {a.by or '?'}: {a.reason}",
+            )
+        )
+    return sorted(told, key=lambda item: item[0])
+
+
 STYLE = """
 body{font:14px system-ui,sans-serif;margin:24px;color:#222}
 h1{font-size:20px} h2{font-size:16px;margin-top:28px}
-.edge{stroke:#888;stroke-width:2} text{font:12px monospace;fill:#222}
+.edge{stroke:#888;stroke-width:2} .gap{stroke:#d33;stroke-width:2;stroke-dasharray:6 4}
+.fallback{stroke:#d33;stroke-width:1.5;stroke-dasharray:2 3}
+text{font:12px monospace;fill:#222} .resumed text,.ran-again text{fill:#a40}
 .cp circle{fill:#3a7bd5} .fork circle{fill:#e69500} .damaged circle{fill:#d33}
+.damaged text{fill:#b00}
+.scroll{overflow-x:auto;max-width:100%}
 table{border-collapse:collapse} td,th{border:1px solid #ccc;padding:3px 6px;
-vertical-align:top;font-size:12px;max-width:360px;overflow-wrap:anywhere}
+vertical-align:top;font-size:12px;overflow-wrap:normal;word-break:normal;hyphens:none}
+th{white-space:nowrap}
 .bad{color:#b00} .note{color:#555}
 """
 
@@ -241,21 +278,26 @@ def render(t: Timeline) -> str:
     """The page for ``t``: HTML with inline CSS and SVG, nothing loaded from elsewhere."""
     children: dict[str, int] = defaultdict(int)
     for p in t.points:
-        if p.parent_id:
+        if p.parent_id and not p.damaged:
             children[p.parent_id] += 1
     forks = {cid for cid, n in children.items() if n > 1}
     by_ns: dict[str, list[Point]] = defaultdict(list)
     for p in t.points:
         by_ns[p.checkpoint_ns].append(p)
+    resumes = sum(1 for p in t.points if p.gap_s is not None)
     body = [
         f"<h1>Thread {shown(t.thread_id)}</h1>",
         (
             f'<p id="summary">{len(t.points)} checkpoints, {len(forks)} forks, '
             f"{sum(1 for p in t.points if p.damaged)} damaged, {t.quarantined} quarantined, "
-            f"{len(t.calls)} recorded calls. Lease: "
+            f"{resumes} resumed after a gap, {len(t.calls)} recorded calls. Lease: "
             f'<span id="lease">{shown(t.leased_to or "not held")}</span></p>'
         ),
     ]
+    story = _story(t)
+    if story:
+        items = "".join(f"<li>{_clock_of(at)}: {shown(text, 400)}</li>" for at, text in story)
+        body.append(f'<h2>What happened</h2><ol id="story">{items}</ol>')
     for problem in t.problems:
         body.append(f'<p class="bad">{shown(problem, 400)}</p>')
     for report in t.fallbacks:
@@ -267,20 +309,20 @@ def render(t: Timeline) -> str:
         )
     for ns in sorted(by_ns):
         calls_at: dict[int, list[str]] = defaultdict(list)
-        for call in t.calls:  # the root shows every call at its step; a subgraph its own
-            if not ns or call.checkpoint_ns == ns:
+        for call in t.calls:  # the root shows its own tasks' calls; a subgraph its own
+            if graph_of_call(call.checkpoint_ns) == graph_of_checkpoint(ns):
                 calls_at[call.step].append(call.name)
         body.append(f"<h2>Namespace {shown(ns or '(root)')}</h2>")
-        body.append(_svg(by_ns[ns], forks, calls_at))
+        body.append(f'<div class="scroll">{_svg(by_ns[ns], forks, calls_at)}</div>')
     if not t.points:
         body.append('<p class="note">No checkpoint.</p>')
     body.append("<h2>Tool and model calls</h2>")
     if t.calls:
         body.append(
-            '<table id="calls"><tr><th>namespace</th><th>step</th><th>kind</th><th>name</th>'
-            "<th>state</th><th>intent (arguments)</th><th>result or error</th>"
-            "<th>attempts</th><th>escalations</th><th>decisions</th><th>started</th></tr>"
-            f"{_call_rows(t.calls)}</table>"
+            '<div class="scroll"><table id="calls"><tr><th>namespace</th><th>step</th>'
+            "<th>kind</th><th>name</th><th>state</th><th>intent (arguments)</th>"
+            "<th>result or error</th><th>attempts</th><th>questions asked</th>"
+            f"<th>decisions</th><th>started</th></tr>{_call_rows(t.calls)}</table></div>"
         )
     else:
         body.append('<p class="note">No recorded call.</p>')
@@ -294,16 +336,27 @@ def render(t: Timeline) -> str:
             for q in t.quarantine
         )
         body.append(
-            f'<table id="quarantine"><tr><th>kind</th><th>record</th><th>why</th></tr>{rows}'
-            "</table>"
+            '<div class="scroll"><table id="quarantine"><tr><th>kind</th><th>record</th>'
+            f"<th>why</th></tr>{rows}</table></div>"
         )
     else:
         body.append('<p class="note">None.</p>')
+    for a in t.acknowledgements:
+        body.append(
+            f'<p class="acknowledged">Acknowledged by {shown(a.by or "?")} at {_at(a.at)}: '
+            f"{shown(a.reason)} ({len(a.records)} records)</p>"
+        )
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         f"<title>Thread {shown(t.thread_id)}</title><style>{STYLE}</style></head>"
         f"<body>{''.join(body)}</body></html>"
     )
+
+
+def _clock_of(at: float) -> str:
+    if not at:
+        return "?"
+    return datetime.fromtimestamp(at, timezone.utc).strftime("%H:%M:%S")
 
 
 @click.command()

@@ -111,7 +111,7 @@ def test_the_timeline_of_a_thread_that_lived_renders_what_happened(
         "t", pending.idempotency_key, "skip", result="sent", reason="in the outbox", by="ann"
     )
     graph.invoke(None, CONFIG)
-    quarantined = damage_newest(saver, redis_client)
+    quarantined = quarantined_id = damage_newest(saver, redis_client)
     saver.get_tuple(CONFIG)  # a worker's read: quarantined, the thread falls back
     history = list(graph.get_state_history(CONFIG))
     fork_point = history[len(history) // 2].config
@@ -131,9 +131,10 @@ def test_the_timeline_of_a_thread_that_lived_renders_what_happened(
     dom = Dom()
     dom.feed(rendered(page, tmp_path))
     text = " ".join(" ".join(dom.text).split())
-    assert set(dom.checkpoints) == checkpoints | {damaged}  # every one drawn, damage too
-    assert dom.classes.count("damaged") == 1 and dom.classes.count("fork") == 1
-    assert f"{len(checkpoints) + 1} checkpoints, 1 forks, 1 damaged, " in text
+    # every one drawn, the damaged one and the one in quarantine too
+    assert set(dom.checkpoints) == checkpoints | {damaged, quarantined_id}
+    assert dom.classes.count("damaged") == 2 and dom.classes.count("fork") == 1
+    assert f"{len(checkpoints) + 2} checkpoints, 1 forks, 2 damaged, " in text
     assert "Fallback in namespace (root)" in text and damaged in text
     assert "Lease: not held" in text
     calls = dom.classes.count("call")
