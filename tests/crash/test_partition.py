@@ -1,5 +1,6 @@
-"""A network partition between the worker and the primary while Sentinel promotes a
-replica: the run goes on on the new primary, every step once, no write on the old one.
+"""A network partition between the worker and the primary, or a primary frozen by
+SIGSTOP (a paused VM), while Sentinel promotes a replica: the run goes on on the new
+primary, every step once, no write of it on the old one after the cut.
 
 A real primary, two replicas and a sentinel on loopback. The sentinel and the worker
 reach the primary through a fault proxy (the replicas reach it directly); the run waits
@@ -14,6 +15,7 @@ primary on its side of the partition, never got a byte of it.
 from __future__ import annotations
 
 import asyncio
+import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -72,16 +74,18 @@ def cut(tmp_path: Path) -> Iterator[Cut]:
     finally:
         proxy.close()
         watcher.stop()
+        primary.proc.send_signal(signal.SIGCONT)  # a frozen one stops like the others
         for server in [*replicas, primary]:
             if server.proc.poll() is None:
                 server.stop()
 
 
 class Partition:
-    """Cuts the primary off while the run waits in its node, then lets it go on."""
+    """Cuts the primary off while the run waits in its node, then lets it go on:
+    ``partition`` (its proxy drops every byte) or ``freeze`` (SIGSTOP: a paused VM)."""
 
-    def __init__(self, cut: Cut, key: str) -> None:
-        self.cut, self.key = cut, key
+    def __init__(self, cut: Cut, key: str, how: str = "partition") -> None:
+        self.cut, self.key, self.how = cut, key, how
         self.reached, self.cut_off = threading.Event(), threading.Event()
         self.saved_before = -1  # checkpoints the old primary held when it was cut off
         self.at = 0.0  # when it was cut off (time.monotonic())
@@ -95,7 +99,10 @@ class Partition:
         old = self.cut.master_port()
         with redis.Redis(port=self.cut.primary.port) as primary:
             self.saved_before = primary.hlen(self.key)
-        self.cut.proxy.partition()
+        if self.how == "partition":
+            self.cut.proxy.partition()
+        else:
+            self.cut.primary.proc.send_signal(signal.SIGSTOP)
         self.at = time.monotonic()
         self.cut_off.set()
         wait_for(lambda: self.cut.master_port() != old, "the sentinel promoted no replica")
@@ -114,13 +121,15 @@ def check(trail: list[int], partition: Partition) -> None:
     cut = partition.cut
     with redis.Redis(port=cut.master_port()) as new_primary:
         assert new_primary.hlen(partition.key) > partition.saved_before > 0
-    with redis.Redis(port=cut.primary.port) as old:
-        assert old.info("replication")["role"] == "master", "the old one is still cut off"
-        assert old.hlen(partition.key) == partition.saved_before, "no write after the cut"
+    if partition.how == "partition":
+        with redis.Redis(port=cut.primary.port) as old:
+            assert old.info("replication")["role"] == "master", "the old one is still cut off"
+            assert old.hlen(partition.key) == partition.saved_before, "no write after the cut"
 
 
-def test_a_sync_run_goes_on_past_a_partition_and_a_failover(cut: Cut) -> None:
-    partition = Partition(cut, "pt:{cut}:cp")
+@pytest.mark.parametrize("how", ["partition", "freeze"])
+def test_a_sync_run_goes_on_past_a_partition_and_a_failover(cut: Cut, how: str) -> None:
+    partition = Partition(cut, "pt:{cut}:cp", how)
     config = {"configurable": {"thread_id": "cut"}}
     with RedisSaver.from_conn_string(cut.url, key_prefix="pt", **OPTIONS) as saver:
         graph = steps_graph(partition.at_kill).compile(checkpointer=saver)
@@ -132,8 +141,9 @@ def test_a_sync_run_goes_on_past_a_partition_and_a_failover(cut: Cut) -> None:
     check(out["trail"], partition)
 
 
-async def test_an_async_run_goes_on_past_a_partition_and_a_failover(cut: Cut) -> None:
-    partition = Partition(cut, "pa:{acut}:cp")
+@pytest.mark.parametrize("how", ["partition", "freeze"])
+async def test_an_async_run_goes_on_past_a_partition_and_a_failover(cut: Cut, how: str) -> None:
+    partition = Partition(cut, "pa:{acut}:cp", how)
     config = {"configurable": {"thread_id": "acut"}}
     async with AsyncRedisSaver.from_conn_string(cut.url, key_prefix="pa", **OPTIONS) as saver:
         graph = steps_graph(partition.at_kill).compile(checkpointer=saver)
