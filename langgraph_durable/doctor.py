@@ -277,6 +277,8 @@ def _scratch_checks(
             ToolLedger(saver).entries("doctor")
             with saver.lease("doctor"):
                 pass
+            if cluster:
+                checks.append(_hash_tags(client, saver.keys.thread("doctor").with_twins()))
             report = saver.verify("doctor")
             if not report.ok:
                 checks.append(Check("scripts", "ran", PROBLEM, f"verify found {report.findings}"))
@@ -291,6 +293,16 @@ def _scratch_checks(
     finally:
         _remove_prefix(client, prefix)
     return checks
+
+
+def _hash_tags(client: Any, keys: list[str]) -> Check:
+    """Whether the cluster puts every key of a thread in one slot (the hash tag in the
+    key prefix): each write of the saver is one script over them."""
+    slots = {client.keyslot(key) for key in keys}
+    if len(slots) == 1:
+        return Check("hash tags", f"a thread's {len(keys)} keys in one slot", OK)
+    return Check("hash tags", f"{len(slots)} slots", PROBLEM,
+                 "this cluster ignores hash tags: the saver's scripts cannot run")  # fmt: skip
 
 
 def _percentiles(seconds: list[float]) -> str:

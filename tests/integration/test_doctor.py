@@ -1,7 +1,8 @@
 """``langgraph-durable doctor`` against real servers configured as users' are: healthy
 with AOF and noeviction (a single server cannot ride a failover: a warning), and a
 problem each for an evicting policy, no persistence, a user without EVALSHA, and the
-SCRIPT command renamed away. It never leaves a key behind."""
+SCRIPT command renamed away; a Cluster (its hash tags checked) and a primary with a
+replica behind Sentinel (it can ride a failover). It never leaves a key behind."""
 
 from __future__ import annotations
 
@@ -20,10 +21,19 @@ from tests.helpers.servers import start_server
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def doctor(url: str) -> subprocess.CompletedProcess[str]:
+def doctor(url: str, *more: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
     return subprocess.run(
-        [sys.executable, "-m", "langgraph_durable.cli", "doctor", "--redis-url", url, "--json"],
+        [
+            sys.executable,
+            "-m",
+            "langgraph_durable.cli",
+            "doctor",
+            "--redis-url",
+            url,
+            "--json",
+            *more,
+        ],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -100,3 +110,45 @@ def test_a_server_without_the_script_command_is_a_problem(tmp_path: Path) -> Non
         assert scripts.status == "problem" and not report.ok
     finally:
         server.stop()
+
+
+def leftovers(client: Any) -> list[Any]:
+    return [k for k in client.scan_iter(match="lgd-doctor-*")]
+
+
+def test_a_cluster_is_checked_on_its_nodes_and_left_as_found(cluster_url: str) -> None:
+    import redis.cluster
+
+    done = doctor(cluster_url, "--cluster")
+    data = json.loads(done.stdout)
+    got = statuses(data)
+    values = {c["name"]: c["value"] for c in data["checks"]}
+    assert values["mode"] == "Cluster" and got["hash tags"] == "ok"
+    assert got["scripts"] == "ok" and got["replicas"] == "warn"  # no replica here
+    with redis.cluster.RedisCluster.from_url(cluster_url) as client:
+        assert leftovers(client) == []
+
+
+def test_a_primary_with_a_replica_behind_sentinel_can_ride_a_failover(tmp_path: Path) -> None:
+    from tests.helpers.servers import start_sentinel
+
+    (tmp_path / "p").mkdir()
+    (tmp_path / "r").mkdir()
+    primary = start_server(str(tmp_path / "p"), "--appendonly", "yes", "--save", "")
+    replica = start_server(
+        str(tmp_path / "r"), "--save", "", "--replicaof", "127.0.0.1", str(primary.port)
+    )
+    watcher = start_sentinel(str(tmp_path), primary)
+    try:
+        url = f"redis+sentinel://127.0.0.1:{watcher.port}/mymaster"
+        report = check(url)
+        got = {c.name: c for c in report.checks}
+        assert got["mode"].value == "Sentinel"
+        assert got["replicas"].status == "ok" and got["replicas"].value.startswith("1 (lag")
+        rows = {r.what: r.holds for r in report.crash_rows}
+        assert rows["the Redis primary fails over to a replica"] is True
+        assert leftovers(redis.Redis(port=primary.port)) == []
+    finally:
+        watcher.stop()
+        replica.stop()
+        primary.stop()
