@@ -253,3 +253,55 @@ def test_bytes_written_count_every_write_path_and_no_read(redis_url: str, key_pr
         assert written.get(name) and all(n > 0 for n in written[name]), (name, written.get(name))
     assert all(n == 0 for n in written.get("get_tuple", [0])), written.get("get_tuple")
     assert 0 < sum(sum(v) for v in written.values()) <= received
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_one_span_around_a_run_makes_one_trace_of_it(
+    redis_url: str, key_prefix: str, mode: str, tmp_path: Path
+) -> None:
+    """The recipe of observability.md: LangGraph opens no span, so the application's
+    span around ``invoke`` is the parent of every saver and ledger span of the run, in
+    LangGraph's worker threads and async tasks too. Without it: a trace per operation."""
+    from langgraph_durable import ToolLedger
+    from tests.helpers.ledger_agent import START_INPUT, Effects, agent_graph
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("test-app")
+
+    def traces(thread: str, wrapped: bool) -> set[int]:
+        exporter.clear()
+        config = {"configurable": {"thread_id": f"{mode}-{thread}"}}
+        effects = Effects(str(tmp_path / f"effects-{thread}"))
+        if mode == "sync":
+            with RedisSaver.from_conn_string(
+                redis_url, key_prefix=key_prefix, tracer_provider=provider
+            ) as saver:
+                graph = agent_graph(ToolLedger(saver), effects).compile(checkpointer=saver)
+                if wrapped:
+                    with tracer.start_as_current_span("agent run"):
+                        graph.invoke(START_INPUT, config)
+                else:
+                    graph.invoke(START_INPUT, config)
+        else:
+
+            async def run() -> None:
+                async with AsyncRedisSaver.from_conn_string(
+                    redis_url, key_prefix=key_prefix, tracer_provider=provider
+                ) as saver:
+                    graph = agent_graph(ToolLedger(saver), effects).compile(checkpointer=saver)
+                    if wrapped:
+                        with tracer.start_as_current_span("agent run"):
+                            await graph.ainvoke(START_INPUT, config)
+                    else:
+                        await graph.ainvoke(START_INPUT, config)
+
+            asyncio.run(run())
+        spans = exporter.get_finished_spans()
+        names = {s.name for s in spans}
+        assert {"put", "ledger.begin", "ledger.finish"} <= names, names
+        return {s.context.trace_id for s in spans}
+
+    assert len(traces("bare", wrapped=False)) > 1  # why the recipe exists
+    assert len(traces("wrapped", wrapped=True)) == 1
