@@ -1,10 +1,11 @@
 """The failover soak: primary failovers, partitions, replica lag and SIGKILLed workers
-under running workers with ``wait_for_replicas=1`` (not in CI: about 15 minutes).
+under running workers (not in CI: about 20 minutes).
 
     python benchmarks/failover_soak.py [--failovers 100] [--partitions 20] [--workers 3]
-                                       [--out benchmarks/soak.json]
+                                       [--replicas 1] [--wait 1] [--out benchmarks/soak.json]
 
-A primary and two replicas on loopback, each behind a fault proxy (``tests/helpers/
+A primary and ``--replicas`` replicas on loopback (the workers' ``wait_for_replicas`` is
+``--wait``), each behind a fault proxy (``tests/helpers/
 fault_proxy.py``) whose address it announces, and one sentinel that knows them by those
 addresses: the workers, the sentinel and the replicas reach every node through its
 proxy. Faults, one at a time, each once the workers went on after the one before:
@@ -93,7 +94,7 @@ class Soak:
         self.args, self.root = args, root
         self.rng = random.Random(args.seed)
         primary = Node(root, "n0", None)
-        self.nodes = [primary, Node(root, "n1", primary), Node(root, "n2", primary)]
+        self.nodes = [primary, *(Node(root, f"n{i + 1}", primary) for i in range(args.replicas))]
         self.sentinel_port = free_port()
         conf = root / "sentinel.conf"
         conf.write_text(
@@ -123,7 +124,30 @@ class Soak:
 
     def _sees_every_replica(self) -> bool:
         found = self._sentinel().sentinel_slaves(SERVICE)
-        return len([r for r in found if r.get("master-link-status") == "ok"]) == 2
+        return len([r for r in found if r.get("master-link-status") == "ok"]) == self.args.replicas
+
+    def settled(self) -> bool:
+        """The last fault is over: the sentinel's failover ended, every other node is a
+        replica in sync with the primary it names, and it sees both replicas."""
+        try:
+            master = self._sentinel().sentinel_master(SERVICE)
+            if "failover_in_progress" in str(master.get("flags", "")):
+                return False
+            primary = self.primary()
+            for node in self.nodes:
+                info = node.client().info("replication")
+                if node is primary:
+                    if info["role"] != "master":
+                        return False
+                elif (
+                    info["role"] != "slave"
+                    or info.get("master_link_status") != "up"
+                    or int(info.get("master_port", 0)) != primary.proxy.port
+                ):
+                    return False
+            return self._sees_every_replica()
+        except (redis.RedisError, StopIteration):
+            return False
 
     def primary(self) -> Node:
         port = int(self._sentinel().sentinel_get_master_addr_by_name(SERVICE)[1])
@@ -133,7 +157,7 @@ class Soak:
     def start_worker(self, n: int) -> None:
         proc = subprocess.Popen(
             [sys.executable, str(ROOT / "benchmarks" / "soak_worker.py"), self.url,
-             self.prefix, str(n), str(self.root)],
+             self.prefix, str(n), str(self.root), str(self.args.wait)],
             stdout=subprocess.PIPE, stderr=open(self.root / f"worker-{n}.err", "ab"),  # noqa: SIM115
             text=True, cwd=ROOT,
         )  # fmt: skip
@@ -163,6 +187,7 @@ class Soak:
     # -- faults ---------------------------------------------------------------------------
     def lag(self) -> None:
         replica = self.rng.choice([n for n in self.nodes if n is not self.primary()])
+        # with as many replicas as WAIT asks for, a lagging one holds writes back a while
         assert replica.server is not None
         replica.server.proc.send_signal(signal.SIGSTOP)
         time.sleep(self.rng.uniform(0.2, 1.5))  # a lagging replica, for a while
@@ -196,6 +221,7 @@ class Soak:
         self.rng.shuffle(plan)
         wait_for(lambda: self.went_on(0.0) is not None, "every worker ran")
         for i, kind in enumerate(plan):
+            wait_for(self.settled, "the last failover ended and every replica is in sync")
             if self.rng.random() < 0.3:
                 self.lag()
             if i % 5 == 4:
@@ -236,6 +262,8 @@ class Soak:
             for kind in ("failover", "partition")
         }
         return {
+            "replicas": self.args.replicas,
+            "wait_for_replicas": self.args.wait,
             "failovers": self.args.failovers,
             "partitions": self.args.partitions,
             "workers": self.args.workers,
@@ -275,6 +303,8 @@ def main() -> None:
     parser.add_argument("--failovers", type=int, default=100)
     parser.add_argument("--partitions", type=int, default=20)
     parser.add_argument("--workers", type=int, default=3)
+    parser.add_argument("--replicas", type=int, default=1)
+    parser.add_argument("--wait", type=int, default=1, help="the workers' wait_for_replicas")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "soak.json"))
     args = parser.parse_args()

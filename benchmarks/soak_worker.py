@@ -1,11 +1,12 @@
 """A worker of the failover soak (``failover_soak.py``): runs threads one after another
 through whatever the sentinel names, until told to stop.
 
-    python benchmarks/soak_worker.py SENTINEL_URL PREFIX WORKER_ID DIR
+    python benchmarks/soak_worker.py SENTINEL_URL PREFIX WORKER_ID DIR [WAIT_FOR_REPLICAS]
 
 Each thread is a chain of STEPS nodes; each node makes one side effect through
 ``@ledger.durable``, appended with its idempotency key to DIR/effects (fsync'd before
-the call returns, as an external API that keeps what it did). ``wait_for_replicas=1``.
+the call returns, as an external API that keeps what it did). ``wait_for_replicas`` is
+WAIT_FOR_REPLICAS (1 by default).
 An error from the saver (``DurableError``: a failover past its budget, a write not
 replicated) is logged and the thread resumed (``invoke(None)``); anything else that
 reaches the worker is logged as a raw error and resumed the same way. A question the
@@ -92,11 +93,16 @@ def run_thread(graph: Any, thread: str, fresh: bool, effects: Path, log: Path) -
                 inp = {"trail": []}
             out = graph.invoke(inp, config)
         except DurableError as exc:
-            append(log, {"t": time.time(), "event": "durable_error", "error": repr(exc)[:300]})
+            what = f"{type(exc).__name__}: {exc}"[:300]
+            append(log, {"t": time.time(), "event": "durable_error", "error": what})
             inp = None
             continue
         except Exception as exc:  # noqa: BLE001 - what the soak counts
-            append(log, {"t": time.time(), "event": "raw_error", "error": repr(exc)[:300]})
+            import traceback
+
+            traceback.print_exc()  # to the worker's stderr file
+            what = f"{type(exc).__module__}.{type(exc).__name__}: {exc}"[:300]
+            append(log, {"t": time.time(), "event": "raw_error", "error": what})
             inp = None
             continue
         pending = out.get("__interrupt__") if isinstance(out, dict) else None
@@ -109,10 +115,12 @@ def run_thread(graph: Any, thread: str, fresh: bool, effects: Path, log: Path) -
 
 def main() -> None:
     url, prefix, worker, folder = sys.argv[1:5]
+    wait = int(sys.argv[5]) if len(sys.argv) > 5 else 1
     root = Path(folder)
     effects, log = root / "effects", root / f"worker-{worker}.log"
     current = root / f"worker-{worker}.current"
-    with RedisSaver.from_conn_string(url, key_prefix=prefix, **OPTIONS) as saver:
+    options = {**OPTIONS, "wait_for_replicas": wait}
+    with RedisSaver.from_conn_string(url, key_prefix=prefix, **options) as saver:
         graph = build(saver, ToolLedger(saver), effects, log, worker)
         n, fresh = 0, True
         if current.exists():  # started again after a SIGKILL: resume that thread

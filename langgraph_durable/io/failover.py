@@ -98,7 +98,8 @@ _REFUSALS = (
 # failover seen through a plain connection), a cluster healing or resharding
 # (CLUSTERDOWN, MASTERDOWN, TRYAGAIN, and redis-py's cluster client giving up on
 # TRYAGAIN and redirects of a slot being migrated: "TTL exhausted"), a script over its
-# time limit (BUSY).
+# time limit (BUSY), a WAIT cut short because its primary was just demoted (UNBLOCKED:
+# the batch's writes are on a replica-to-be, which drops them: send it to the new one).
 _PASSING = (ReadOnlyError, ClusterDownError, TryAgainError)
 
 
@@ -106,7 +107,7 @@ def passing_state(exc: BaseException) -> bool:
     """Whether ``exc`` is a refusal by a server in a state that passes (``_PASSING``)."""
     return (
         isinstance(exc, _PASSING)
-        or (isinstance(exc, ResponseError) and str(exc).startswith("BUSY "))
+        or (isinstance(exc, ResponseError) and str(exc).startswith(("BUSY ", "UNBLOCKED ")))
         or (isinstance(exc, ClusterError) and "TTL exhausted" in str(exc))
     )
 

@@ -212,6 +212,55 @@ def test_a_server_that_keeps_losing_its_scripts_fails_no_run(tmp_path: Path, led
         server.stop()
 
 
+def test_a_wait_cut_short_by_a_demotion_is_no_raw_error(tmp_path: Path) -> None:
+    """A write blocked in its WAIT (its replica frozen) when its primary is demoted:
+    Redis unblocks WAIT with "UNBLOCKED ... (master -> replica?)". That is a server state
+    that passes (the write goes again, to whatever is primary then), never redis-py's raw
+    ResponseError; here nothing is primary again, so the budget ends it, typed."""
+    import redis as redis_py
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    from langgraph_durable import DurableError
+
+    (tmp_path / "p").mkdir()
+    (tmp_path / "r").mkdir()
+    primary = start_server(str(tmp_path / "p"))
+    replica = start_server(
+        str(tmp_path / "r"), "--save", "", "--replicaof", "127.0.0.1", str(primary.port)
+    )
+    other = start_server(str(tmp_path))
+    admin = redis_py.Redis(port=primary.port)
+    try:
+        while admin.info("replication").get("connected_slaves") != 1:
+            time.sleep(0.01)
+        with RedisSaver.from_conn_string(
+            primary.url, key_prefix="lgdunblock", wait_for_replicas=1, replica_timeout=30,
+            failover_timeout=1.0,
+        ) as saver:  # fmt: skip
+            replica.proc.send_signal(signal.SIGSTOP)  # WAIT now blocks for replica_timeout
+            raised: list[BaseException] = []
+            config = {"configurable": {"thread_id": "unblocked", "checkpoint_ns": ""}}
+
+            def put() -> None:
+                try:
+                    saver.put(config, empty_checkpoint(), {}, {})
+                except BaseException as exc:  # noqa: BLE001 - what the test looks at
+                    raised.append(exc)
+
+            writer = threading.Thread(target=put)
+            writer.start()
+            while not any(c.get("cmd") == "wait" for c in admin.client_list()):
+                time.sleep(0.01)  # the put's WAIT is blocked on the server
+            admin.replicaof("127.0.0.1", other.port)  # demoted under it
+            writer.join(SAFETY)
+            (error,) = raised
+            assert isinstance(error, DurableError), repr(error)
+    finally:
+        replica.proc.send_signal(signal.SIGCONT)
+        for server in (replica, other, primary):
+            server.stop()
+
+
 def test_a_primary_demoted_under_a_running_worker_is_waited_out(tmp_path: Path, lost: Lost) -> None:
     """REPLICAOF turns the worker's server into a replica (a managed endpoint that moved
     while the connection still reaches the old primary): its writes are refused with

@@ -52,7 +52,9 @@ def test_which_server_states_pass() -> None:
     """Refusals of a command not run, by a server in a state that passes: sent again."""
     for passing in (ReadOnlyError("READONLY"), ClusterDownError("CLUSTERDOWN"),
                     TryAgainError("TRYAGAIN"), ResponseError("BUSY Redis is busy"),
-                    ClusterError("TTL exhausted.")):  # fmt: skip
+                    ClusterError("TTL exhausted."),
+                    ResponseError("UNBLOCKED force unblock from blocking operation, instance "
+                                  "state changed (master -> replica?)")):  # fmt: skip
         assert passing_state(passing) and is_failover(passing), passing
     # a redirect is followed by the client itself; anything else is no passing state
     for other in (MovedError("1 127.0.0.1:1"), AskError("1 127.0.0.1:1"),
