@@ -1,11 +1,10 @@
 """Whether a Redis can keep the saver's promises: ``langgraph-durable doctor`` and
 ``langgraph_durable.doctor.check(url)``.
 
-Connects as an application would (``from_conn_string``), reads what the server says of
-itself, runs every script the saver uses on a scratch thread under a key prefix of its
-own (removed afterwards, with anything else under that prefix: it never writes outside
-it), times a ``put`` and a ``get_tuple`` of a realistic checkpoint there, and says which
-rows of the README's "What survives which crash" table hold on this server and why.
+Connects as an application would, reads what the server says of itself, runs every
+script on a scratch thread under a key prefix of its own (removed afterwards: it never
+writes outside it), times a ``put`` and a ``get_tuple`` there, and says which rows of the
+README's "What survives which crash" table hold on this server and why.
 
 A *problem* makes ``ok`` false (the command exits 1, one line each): an evicting policy,
 no persistence at all, scripts refused, permissions missing, a replica given as the
@@ -236,7 +235,9 @@ def _replicas(replication: Any, mode: str) -> Check:
     if mode == "standalone":
         return Check("replicas", value, WARN,
                      "no Sentinel or Cluster in the URL: nothing promotes a replica")  # fmt: skip
-    return Check("replicas", value, OK, "wait_for_replicas=1 can be met")
+    return Check(
+        "replicas", value, OK, f"set wait_for_replicas={count}: every replica holds a write"
+    )
 
 
 def _scratch_checks(
@@ -361,9 +362,7 @@ def crash_rows(facts: dict[str, Any]) -> list[CrashRow]:
     )
     unknown_persistence = aof is None
     return [
-        CrashRow(
-            "the agent's process dies", True, "the saver's own guarantee, whatever the server"
-        ),
+        CrashRow("the agent's process dies", True, "the saver's own guarantee, anywhere"),
         CrashRow(
             "redis-server is killed and restarts",
             None if unknown_persistence else aof == "yes",
@@ -379,7 +378,7 @@ def crash_rows(facts: dict[str, Any]) -> list[CrashRow]:
         CrashRow(
             "the Redis primary fails over to a replica",
             None if replicas is None else replicas > 0,
-            "with wait_for_replicas=1 in the saver" if replicas else "no replica to fail over to",
+            f"with wait_for_replicas={replicas}" if replicas else "no replica to fail over to",
         ),
         CrashRow(
             "Redis loses keys to eviction",
