@@ -13,7 +13,8 @@ proxy. Faults, one at a time, each once the workers went on after the one before
     again (same port and data directory) as a replica of the new one;
   * a partition: the primary's proxy drops every byte, closing nothing (the workers, the
     sentinel and its replicas are cut off from it); once the sentinel promoted a
-    replica, the partition heals and the sentinel turns the old primary into a replica;
+    replica, the partition heals and the sentinel turns the old primary into a replica
+    (before the next fault: every node in sync, the sentinel's failover ended);
   * before some faults, replica lag: a replica SIGSTOPped for a moment;
   * every fifth fault, a worker SIGKILLed and started again (it resumes its thread).
 Workers: ``soak_worker.py``. Verdicts, from the effect log and the workers' logs:
@@ -100,7 +101,7 @@ class Soak:
         conf.write_text(
             f"port {self.sentinel_port}\nbind 127.0.0.1\ndir {root}\n"
             f"sentinel monitor {SERVICE} 127.0.0.1 {primary.proxy.port} 1\n"
-            f"sentinel down-after-milliseconds {SERVICE} 1000\n"
+            f"sentinel down-after-milliseconds {SERVICE} 2000\n"
             f"sentinel failover-timeout {SERVICE} 4000\n"
         )
         log = open(root / "sentinel.log", "ab")  # noqa: SIM115 - open for the run
@@ -205,8 +206,7 @@ class Soak:
         old = self.primary()
         old.proxy.partition()
         wait_for(lambda: self.primary() is not old, "the sentinel promoted a replica")
-        old.proxy.heal()
-        wait_for(lambda: old.role() == "slave", "the sentinel turned the old primary around")
+        old.proxy.heal()  # the sentinel turns it into a replica (``settled``, next fault)
 
     def kill_worker(self) -> None:
         n = self.rng.choice(list(self.workers))

@@ -129,16 +129,17 @@ def bound(lctx: LedgerContext, config: RunnableConfig | None) -> LedgerContext:
 
 
 def task_of(
-    lctx: LedgerContext, config: RunnableConfig | None
+    lctx: LedgerContext, config: RunnableConfig | None, *, warn: bool = True
 ) -> tuple[LedgerContext, TaskContext] | None:
     """The context a call of the task whose config this is records through, and its task
-    attempt; None (said once) for a call outside a checkpointed graph task."""
-    if config is None:
-        lctx.attempts.outside()
-        return None
-    recording = bound(lctx, config)
-    ctx = recording.attempts.of(config, recording.keys) if recording.saver else None
+    attempt; None for a call outside a checkpointed graph task (it runs unrecorded; with
+    ``warn``, said once: a side effect outside a graph is worth a word, a model call not)."""
+    recording = bound(lctx, config) if config is not None else lctx
+    ctx = None
+    if config is not None and recording.saver is not None:
+        ctx = recording.attempts.of(config, recording.keys)
     if ctx is None:
-        lctx.attempts.outside()
+        if warn:
+            lctx.attempts.outside()
         return None
     return recording, ctx

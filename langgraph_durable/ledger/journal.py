@@ -89,7 +89,7 @@ class ModelCall:
 
 def model_call(lctx: LedgerContext, config: RunnableConfig, request: Any) -> ModelCall | None:
     """Claim the next model-call place of the running task; None outside a task."""
-    found = task_of(lctx, config)
+    found = task_of(lctx, config, warn=False)  # a model asked outside a graph: as it is
     if found is None:
         return None
     recording, ctx = found

@@ -232,3 +232,36 @@ def test_a_ledger_without_a_saver_refuses_a_graph_on_another_checkpointer(
     with pytest.raises(ConfigurationError, match=f"runs with {named}: compile it with"):
         graph.invoke(START_INPUT, CONFIG)
     assert paid == []  # refused before the tool ran
+
+
+def test_calls_outside_a_checkpointed_task_run_unrecorded(
+    saver: RedisSaver, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Outside a graph task (a script, a ``RunnableLambda`` run with a config of its own),
+    a ledger, with a saver or without one, runs the call as it is: a side effect with one
+    warning per ledger, a model call without any (asking a model outside a graph is
+    common: a prompt being tried). Nothing is recorded."""
+    import logging
+
+    from langchain_core.language_models.fake_chat_models import FakeListChatModel
+    from langchain_core.runnables import RunnableLambda
+
+    sent: list[str] = []
+    for ledger in (ToolLedger(saver), ToolLedger()):
+
+        @ledger.durable
+        def send(to: str) -> str:
+            sent.append(to)
+            return f"sent {to}"
+
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="langgraph_durable"):
+            model = ledger.model(FakeListChatModel(responses=["hi"]))
+            assert model.invoke("q", {"configurable": {"thread_id": "x"}}).content == "hi"
+            assert "outside a checkpointed graph task" not in caplog.text
+            wrapped = RunnableLambda(lambda to: send(to))
+            assert wrapped.invoke("ann", {"configurable": {"thread_id": "x"}}) == "sent ann"
+            assert send("bob") == "sent bob"
+        assert sent[-2:] == ["ann", "bob"]
+        assert caplog.text.count("outside a checkpointed graph task") == 1
+    assert len(sent) == 4 and ToolLedger(saver).entries("x") == []

@@ -20,8 +20,16 @@ from typing import Any
 from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
 from langchain_core.runnables.config import get_config_list
 
+from langgraph_durable.core.ops import Plan, traced
 from langgraph_durable.ledger.context import LedgerContext
-from langgraph_durable.ledger.journal import give_back, journaled, model_call, opened, record
+from langgraph_durable.ledger.journal import (
+    ModelCall,
+    give_back,
+    journaled,
+    model_call,
+    opened,
+    record,
+)
 from langgraph_durable.ledger.sequences import arun, run
 from langgraph_durable.ledger.wiring import MODEL_ADVICE, refuse_sync_on_loop
 
@@ -88,7 +96,7 @@ class JournaledModel(Runnable[Any, Any]):
         except Exception:  # not GeneratorExit: a stream not read to the end keeps its place
             give_back(call)
             raise
-        saver.drive(record(call, whole))
+        saver.drive(_recorded(call, whole))
 
     async def astream(
         self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
@@ -110,7 +118,7 @@ class JournaledModel(Runnable[Any, Any]):
         except Exception:
             give_back(call)
             raise
-        await saver.adrive(record(call, whole))
+        await saver.adrive(_recorded(call, whole))
 
     def batch(
         self,
@@ -129,6 +137,12 @@ class JournaledModel(Runnable[Any, Any]):
     ) -> list[Any]:
         """``Runnable.abatch``, one input after another: each call gets a stable place."""
         return await super().abatch(inputs, _in_order(config, len(inputs)), **kwargs)
+
+
+def _recorded(call: ModelCall, whole: Any) -> Plan[None]:
+    """A stream's answer recorded, as the saver operation ``ledger.record`` (as for
+    ``invoke``: ``sequences.py`` names each plan it drives)."""
+    return traced("ledger.record", record(call, whole), call.ctx.place.thread_id)
 
 
 def _in_order(config: RunnableConfig | list[RunnableConfig] | None, n: int) -> list[Any]:
