@@ -105,6 +105,7 @@ def start_server(
     password: str | None = None,
     tls: TlsFiles | None = None,
     pick_port: Callable[[], int] = free_port,
+    binary: str | None = None,
 ) -> Server:
     """Start redis-server on a loopback port with ``options`` and wait until it answers.
     Without options it keeps nothing on disk. ``password``: its ``requirepass``. With
@@ -114,7 +115,8 @@ def start_server(
     A port picked here may be taken by another process before redis-server binds it
     (other test sessions run beside this one). So the server counts as started only
     once *this* process answers on the port; if it exited instead (port taken), another
-    port is picked, unless ``port`` was given."""
+    port is picked, unless ``port`` was given. ``binary``: another server than
+    ``find_server_binary``'s (the embedded extra's Valkey)."""
     attempts = 1 if port is not None else 20
     for _ in range(attempts):
         candidate = port or pick_port()
@@ -127,7 +129,7 @@ def start_server(
         log = Path(workdir) / f"redis-{candidate}.log"
         with open(log, "ab") as out:
             proc = subprocess.Popen(
-                [find_server_binary(), *listen, "--bind", "127.0.0.1", "--dir", workdir]
+                [binary or find_server_binary(), *listen, "--bind", "127.0.0.1", "--dir", workdir]
                 + (list(options) or ["--save", "", "--appendonly", "no"])
                 + auth,
                 stdout=out,

