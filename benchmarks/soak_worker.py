@@ -89,8 +89,14 @@ def run_thread(graph: Any, thread: str, fresh: bool, effects: Path, log: Path) -
     inp: Any = {"trail": []} if fresh else None
     while True:
         try:
-            if inp is None and not graph.get_state(config).values:  # killed before a put
-                inp = {"trail": []}
+            if inp is None:  # resumed: killed before its first put, or after its last
+                state = graph.get_state(config)
+                if not state.values:
+                    inp = {"trail": []}
+                elif not state.next and not state.interrupts:
+                    append(log, {"t": time.time(), "event": "done", "thread": thread,
+                                 "trail": state.values.get("trail")})  # fmt: skip
+                    return
             out = graph.invoke(inp, config)
         except DurableError as exc:
             what = f"{type(exc).__name__}: {exc}"[:300]

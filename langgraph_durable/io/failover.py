@@ -32,6 +32,7 @@ from __future__ import annotations
 import logging
 import math
 import random
+import re
 import time
 from collections.abc import Callable
 from typing import Any
@@ -103,11 +104,20 @@ _REFUSALS = (
 _PASSING = (ReadOnlyError, ClusterDownError, TryAgainError)
 
 
+# The same refusals met by a write inside a script: Redis reports them as the script's
+# error ("user_script:64: READONLY You can't write...", Redis 7; "ERR Error running
+# script ... -READONLY ...", Redis 6.2), which redis-py cannot type.
+_IN_SCRIPT = re.compile(
+    r"(?:user_script:\d+: |@user_script: ?\d+: -)(READONLY|MASTERDOWN|CLUSTERDOWN|TRYAGAIN|LOADING) "
+)
+
+
 def passing_state(exc: BaseException) -> bool:
     """Whether ``exc`` is a refusal by a server in a state that passes (``_PASSING``)."""
     return (
         isinstance(exc, _PASSING)
         or (isinstance(exc, ResponseError) and str(exc).startswith(("BUSY ", "UNBLOCKED ")))
+        or (isinstance(exc, ResponseError) and _IN_SCRIPT.search(str(exc)) is not None)
         or (isinstance(exc, ClusterError) and "TTL exhausted" in str(exc))
     )
 

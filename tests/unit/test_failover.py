@@ -54,11 +54,17 @@ def test_which_server_states_pass() -> None:
                     TryAgainError("TRYAGAIN"), ResponseError("BUSY Redis is busy"),
                     ClusterError("TTL exhausted."),
                     ResponseError("UNBLOCKED force unblock from blocking operation, instance "
-                                  "state changed (master -> replica?)")):  # fmt: skip
+                                  "state changed (master -> replica?)"),
+                    ResponseError("user_script:64: READONLY You can't write against a read "
+                                  "only replica. script: 350f9c36, on @user_script:64."),
+                    ResponseError("ERR Error running script (call to f_1): @user_script:64: "
+                                  "@user_script: 64: -READONLY You can't write against a read "
+                                  "only replica.")):  # fmt: skip
         assert passing_state(passing) and is_failover(passing), passing
     # a redirect is followed by the client itself; anything else is no passing state
     for other in (MovedError("1 127.0.0.1:1"), AskError("1 127.0.0.1:1"),
-                  ClusterError("other"), ResponseError("ERR busy")):  # fmt: skip
+                  ClusterError("other"), ResponseError("ERR busy"),
+                  ResponseError("user_script:9: WRONGTYPE Operation against a key")):  # fmt: skip
         assert not passing_state(other), other
 
 
