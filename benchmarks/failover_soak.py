@@ -210,6 +210,7 @@ class Soak:
 
     def kill_worker(self) -> None:
         n = self.rng.choice(list(self.workers))
+        self.faults.append({"kind": "worker SIGKILLed", "at": time.time(), "worker": n})
         self.workers[n].kill()
         self.workers[n].wait(timeout=PATIENCE)
         self.start_worker(n)
@@ -256,7 +257,7 @@ class Soak:
                 trail = saved.checkpoint["channel_values"].get("trail") if saved else None
                 if trail != list(range(6)):
                     lost.append(thread)
-        recovery = sorted(f["recovery_s"] for f in self.faults)
+        recovery = sorted(f["recovery_s"] for f in self.faults if "recovery_s" in f)
         by_kind = {
             kind: sorted(f["recovery_s"] for f in self.faults if f["kind"] == kind)
             for kind in ("failover", "partition")
@@ -276,6 +277,8 @@ class Soak:
             "recovery_s": {
                 kind: _spread(values) for kind, values in [("all", recovery), *by_kind.items()]
             },
+            "duplicated": [e for e in effects if e["key"] in twice],
+            "faults": self.faults,  # kind, at (time.time()), recovery_s or the worker killed
         }
 
     def close(self) -> None:

@@ -131,6 +131,7 @@ def main() -> None:
         n, fresh = 0, True
         if current.exists():  # started again after a SIGKILL: resume that thread
             n, fresh = int(current.read_text()), False
+        append(log, {"t": time.time(), "event": "started", "resumes": None if fresh else n})
         print("ready", flush=True)
         while not (root / "stop").exists():
             if fresh:
