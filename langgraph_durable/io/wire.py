@@ -376,14 +376,9 @@ async def acall(
 
 
 async def aexchange(
-    conn: Any,
-    commands: Sequence[tuple[Any, ...]],
-    atomic: bool,
-    callbacks: Mapping[str, Any],
-    after: Sequence[tuple[Any, ...]] = (),
+    conn: Any, commands: Sequence[Any], atomic: bool, callbacks: Mapping[str, Any], after: Any = ()
 ) -> list[Any]:
-    """``exchange`` on ``conn``, a connection the caller holds (asyncio): a cluster node's
-    (``pipelines.node_round_trip``). A connection error is raised: the caller retries."""
+    """``exchange`` on ``conn``, a cluster node's connection the caller holds (asyncio)."""
     return await _arun(conn, exchange(commands, atomic, callbacks, after))
 
 
