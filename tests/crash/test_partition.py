@@ -26,28 +26,19 @@ import pytest
 import redis
 
 from langgraph_durable import AsyncRedisSaver, RedisSaver
-from tests.crash.test_failover import SAFETY, STEPS, steps_graph, wait_for
+from tests.crash.test_failover import SAFETY, STEPS, Setup, steps_graph, wait_for
 from tests.helpers.fault_proxy import FaultProxy
-from tests.helpers.servers import Server, start_sentinel, start_server
+from tests.helpers.servers import start_sentinel, start_server
 
 # The default deadlines (io/deadlines.py): a partition is noticed after socket_timeout.
 OPTIONS = {"wait_for_replicas": 1, "replica_timeout": 1, "failover_timeout": 90}
 
 
 @dataclass
-class Cut:
-    primary: Server
-    replicas: list[Server]
-    watcher: Server
-    proxy: FaultProxy
+class Cut(Setup):
+    """test_failover's setup, with the fault proxy the worker and sentinel go through."""
 
-    @property
-    def url(self) -> str:
-        return f"redis+sentinel://127.0.0.1:{self.watcher.port}/mymaster"
-
-    def master_port(self) -> int:
-        with redis.Redis(port=self.watcher.port) as sentinel:
-            return int(sentinel.sentinel_get_master_addr_by_name("mymaster")[1])
+    proxy: FaultProxy | None = None
 
 
 @pytest.fixture
@@ -100,7 +91,7 @@ class Partition:
         with redis.Redis(port=self.cut.primary.port) as primary:
             self.saved_before = primary.hlen(self.key)
         if self.how == "partition":
-            self.cut.proxy.partition()
+            self.cut.proxy.partition()  # type: ignore[union-attr]
         else:
             self.cut.primary.proc.send_signal(signal.SIGSTOP)
         self.at = time.monotonic()
