@@ -20,7 +20,7 @@ from langgraph_durable.base import BaseRedisSaver
 from langgraph_durable.core import fencing
 from langgraph_durable.core.errors import EventLoopError
 from langgraph_durable.core.ops import Plan
-from langgraph_durable.io import compat, connect, wire
+from langgraph_durable.io import compat, connect, kept, wire
 from langgraph_durable.io.driver import Driver, Steps, arun_calls
 
 AsyncClient = redis.asyncio.Redis | redis.asyncio.cluster.RedisCluster
@@ -124,7 +124,7 @@ class AsyncRedisSaver(Driver, BaseRedisSaver):
     async def aclose(self) -> None:
         """Close the client if the saver made it (from a URL); a handed-in one stays open
         (the connections the saver kept go back to its pool)."""
-        await wire.agive_back(self.client)
+        await kept.agive_back(self.client)
         if self._owns_client:
             for sentinel in connect.sentinel_clients(self.client):
                 await sentinel.aclose()

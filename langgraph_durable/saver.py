@@ -18,7 +18,7 @@ import redis.cluster
 
 from langgraph_durable.base import BaseRedisSaver
 from langgraph_durable.core.ops import Plan
-from langgraph_durable.io import compat, connect, wire
+from langgraph_durable.io import compat, connect, kept, wire
 from langgraph_durable.io.driver import Driver, Steps, run_calls
 
 SyncClient = redis.Redis | redis.cluster.RedisCluster
@@ -134,7 +134,7 @@ class RedisSaver(Driver, BaseRedisSaver):
     def close(self) -> None:
         """Close the client if the saver made it (from a URL); a handed-in one stays open
         (the connections the saver kept go back to its pool)."""
-        wire.give_back(self.client)
+        kept.give_back(self.client)
         if self._owns_client:
             for sentinel in connect.sentinel_clients(self.client):
                 sentinel.close()

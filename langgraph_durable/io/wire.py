@@ -14,25 +14,24 @@ a fifth of a put on loopback. Rules it keeps, as redis-py does:
     connection that failed is disconnected and goes back to the pool.
   * Replies get the client's response callbacks (``HGETALL`` is a dict, as always).
   * A connection whose round trip ended cleanly (every reply read) is kept for the next
-    one (``_Idle``: at most ``IDLE_MAX`` per pool, and no more than a sixteenth of it)
-    instead of going back through the pool's checkout, whose "has it unread data" probe
-    is a failed non-blocking read each time; only where that skips nothing the pool
-    does (``_idle``). A kept connection the server closed meanwhile (idle timeout,
-    restart) is what that probe would have caught: its first connection error is
-    answered by one more try on a fresh socket.
+    one (``kept.py``). A kept connection the server closed meanwhile (idle timeout,
+    restart) is what the pool's checkout probe would have caught: its first connection
+    error is answered by one more try on a fresh socket. A connection that failed, or
+    whose server refused a command for its state, is not kept, nor is any other.
 Sans-I/O: ``exchange`` is a generator the sync and asyncio drivers below run.
 """
 
 from __future__ import annotations
 
-import os
-import threading
 from collections.abc import Callable, Generator, Mapping, Sequence
 from typing import Any
 
 import redis
 import redis.asyncio
 from redis.exceptions import ConnectionError, ExecAbortError, ResponseError
+
+from langgraph_durable.io import kept
+from langgraph_durable.io.failover import passing_state
 
 try:  # redis-py packs with hiredis when it is installed; so do we, without its wrapper
     from hiredis import pack_command as _hiredis_pack
@@ -43,7 +42,6 @@ except ImportError:  # pragma: no cover - hiredis is optional
 
 SEND, READ = "send", "read"
 Exchange = Generator[tuple[str, Any], Any, list[Any]]
-IDLE_MAX = 4  # connections kept per pool between round trips, at most 1/16 of the pool
 
 
 def exchange(
@@ -103,105 +101,14 @@ def usable(client: Any) -> bool:
     )
 
 
-class _Idle:
-    """The connections kept checked out of one pool between round trips (a stack: the
-    warmest first), held by the pool itself (``_ATTRIBUTE``), so they go when it goes.
-    List ``append``/``pop`` are atomic, so threads and tasks share it."""
-
-    def __init__(self, limit: int) -> None:
-        self.pid = os.getpid()
-        self.limit = limit
-        self.connections: list[Any] = []
-
-
-_ATTRIBUTE = "_langgraph_durable_idle"
-_PLAIN_POOLS = (redis.ConnectionPool, redis.asyncio.ConnectionPool)
-_idle_lock = threading.Lock()
-
-
-def _new_lock_in_child() -> None:  # a fork while another thread held the lock
-    global _idle_lock
-    _idle_lock = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_new_lock_in_child)
-
-
-def _idle(pool: Any) -> _Idle | None:
-    """The kept connections of ``pool``, or None where it must not keep any: only a
-    plain pool (a blocking one makes its callers wait for what is kept; a Sentinel one
-    asks Sentinel for the master at checkout), big enough (redis-py 8's default is 100),
-    without client-side caching or a credential provider (whose re-authentication
-    happens when a connection goes back to the pool)."""
-    idle = pool.__dict__.get(_ATTRIBUTE, False)
-    if idle is False:
-        limit = min(IDLE_MAX, (getattr(pool, "max_connections", 0) or 0) // 16)
-        kwargs = getattr(pool, "connection_kwargs", {})
-        keep = (
-            limit > 0
-            and type(pool) in _PLAIN_POOLS
-            and getattr(pool, "cache", None) is None
-            and kwargs.get("credential_provider") is None
-        )
-        with _idle_lock:
-            idle = pool.__dict__.setdefault(_ATTRIBUTE, _Idle(limit) if keep else None)
-    if idle is not None and idle.pid != os.getpid():  # a forked child: the pool resets
-        idle.pid, idle.connections = os.getpid(), []
-    return idle  # type: ignore[no-any-return]
-
-
-def _reuse(idle: _Idle | None) -> Any:
-    """A kept connection, or None."""
-    if idle is None:
-        return None
-    try:
-        return idle.connections.pop()
-    except IndexError:  # none left
-        return None
-
-
-def _moved(conn: Any) -> bool:
-    """Whether the server asked ``conn`` to reconnect (redis-py 8's maintenance
-    notifications): what the pool's release() would have disconnected."""
-    return bool(getattr(conn, "should_reconnect", lambda: False)())
-
-
-def _keep(idle: _Idle | None, conn: Any) -> bool:
-    """Keep ``conn`` (its round trip ended cleanly) if there is room."""
-    if idle is None:
-        return False
-    with _idle_lock:
-        if len(idle.connections) >= idle.limit:
-            return False
-        idle.connections.append(conn)
-        return True
-
-
-def _kept(client: Any) -> tuple[Any, list[Any]]:
-    """``client``'s pool and the connections it kept, taken one by one (each pop is
-    atomic: none is handed to a round trip and back to the pool at once)."""
-    pool = getattr(client, "connection_pool", None)
-    idle = getattr(pool, "__dict__", {}).get(_ATTRIBUTE)
-    if not isinstance(idle, _Idle) or idle.pid != os.getpid():
-        return pool, []
-    kept = []
-    while (conn := _reuse(idle)) is not None:
-        kept.append(conn)
-    return pool, kept
-
-
-def give_back(client: redis.Redis) -> None:
-    """Return the connections kept for ``client``'s pool to it (a saver closing)."""
-    pool, kept = _kept(client)
-    for conn in kept:
-        pool.release(conn)
-
-
-async def agive_back(client: redis.asyncio.Redis) -> None:
-    """``give_back`` for an asyncio client."""
-    pool, kept = _kept(client)
-    for conn in kept:
-        await pool.release(conn)
+def _refused_by_state(results: list[Any]) -> bool:
+    """Whether a reply refused its command for the server's state (``failover.py``): a
+    demoted primary, a cluster healing. The connection may reach a server that is no
+    longer the one to use, and so may every idle one: they are dropped, and the next
+    round trip connects afresh (a Sentinel pool asks its sentinels again, a host name is
+    resolved again). Kept, a retry would meet the same server until the budget ran out,
+    and reads on it would be served from what it held before its demotion."""
+    return any(isinstance(r, Exception) and passing_state(r) for r in results)
 
 
 def _packed(conn: Any, commands: Sequence[tuple[Any, ...]]) -> list[bytes]:
@@ -262,10 +169,10 @@ def round_trip(
     """Send ``commands`` (then ``after``) to ``client``'s server in one round trip (sync).
     ``lost`` hears of every connection error on the way, also those a retry got past."""
     pool = client.connection_pool
-    idle = _idle(pool)
-    conn = _reuse(idle)
-    kept, conn = conn is not None, conn or pool.get_connection()
-    if kept and _moved(conn):
+    idle = kept.idle_of(pool)
+    conn = kept.reuse(idle)
+    was_kept, conn = conn is not None, conn or pool.get_connection()
+    if was_kept and kept.moved(conn):
         conn.disconnect()
 
     def attempt() -> list[Any]:
@@ -275,15 +182,18 @@ def round_trip(
 
     def failed(error: Exception) -> None:
         failures.append(error)
-        if not (kept and len(failures) == 1):  # a kept socket closed while idle: no failover
+        if not (was_kept and len(failures) == 1):  # a kept socket closed while idle: no failover
             lost(error)
+            for other in kept.taken(idle):  # they reach the same lost server
+                other.disconnect()
+                pool.release(other)
         conn.disconnect()
 
     try:
         try:
             results = conn.retry.call_with_retry(attempt, failed)
         except ConnectionError:
-            if not kept:
+            if not was_kept:
                 raise
             conn.disconnect()  # closed while kept: what the pool's checkout would redo
             results = attempt()
@@ -291,7 +201,12 @@ def round_trip(
         conn.disconnect()
         pool.release(conn)
         raise
-    if not _keep(idle, conn):
+    if _refused_by_state(results):
+        for stale in [conn, *kept.taken(idle)]:
+            stale.disconnect()
+            pool.release(stale)
+        pool.disconnect(inuse_connections=False)
+    elif not kept.keep(idle, conn):
         pool.release(conn)
     return results  # type: ignore[no-any-return]
 
@@ -331,10 +246,10 @@ async def around_trip(
     """Send ``commands`` (then ``after``) to ``client``'s server in one round trip
     (asyncio); ``lost`` as for ``round_trip``."""
     pool = client.connection_pool
-    idle = _idle(pool)
-    conn = _reuse(idle)
-    kept, conn = conn is not None, conn or await pool.get_connection()
-    if kept and _moved(conn):
+    idle = kept.idle_of(pool)
+    conn = kept.reuse(idle)
+    was_kept, conn = conn is not None, conn or await pool.get_connection()
+    if was_kept and kept.moved(conn):
         await conn.disconnect()
 
     async def attempt() -> list[Any]:
@@ -344,15 +259,18 @@ async def around_trip(
 
     async def disconnect(error: Exception) -> None:
         failures.append(error)
-        if not (kept and len(failures) == 1):  # as in round_trip
+        if not (was_kept and len(failures) == 1):  # as in round_trip
             lost(error)
+            for other in kept.taken(idle):
+                await other.disconnect()
+                await pool.release(other)
         await conn.disconnect()
 
     try:
         try:
             results = await conn.retry.call_with_retry(attempt, disconnect)
         except ConnectionError:
-            if not kept:
+            if not was_kept:
                 raise
             await conn.disconnect()
             results = await attempt()
@@ -360,7 +278,12 @@ async def around_trip(
         await conn.disconnect()
         await pool.release(conn)
         raise
-    if not _keep(idle, conn):
+    if _refused_by_state(results):  # as in round_trip
+        for stale in [conn, *kept.taken(idle)]:
+            await stale.disconnect()
+            await pool.release(stale)
+        await pool.disconnect(inuse_connections=False)
+    elif not kept.keep(idle, conn):
         await pool.release(conn)
     return results  # type: ignore[no-any-return]
 

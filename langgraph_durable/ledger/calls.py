@@ -60,7 +60,7 @@ from langgraph_durable.ledger.sites import (
     facts,
     site_idempotency_key,
 )
-from langgraph_durable.ledger.store import write
+from langgraph_durable.ledger.store import Changed, load, write
 from langgraph_durable.ledger.wiring import check_recordable
 
 
@@ -100,7 +100,27 @@ def begin(
     lctx: LedgerContext, ctx: TaskContext, site: Site, policy: Policy, hint: str | None = None
 ) -> Plan[CallDecision]:
     """Decide what a call does on this attempt; record its intent if it runs.
-    ``hint``: the policy its tool's metadata gives, kept with the intent."""
+    ``hint``: the policy its tool's metadata gives, kept with the intent.
+
+    The intent is written only if the call's record is still the one the decision was
+    made from (``store.Changed``): a read served by a demoted primary, or before
+    another worker's write, would otherwise run again a call recorded since. Refused,
+    the task is read again and the call decided anew; refused twice, its outcome is
+    unknown (``ToolOutcomeUnknownError``)."""
+    try:
+        return (yield from _begin(lctx, ctx, site, policy, hint))
+    except Changed:
+        yield from load(lctx, ctx, ctx.lineage)
+    try:
+        return (yield from _begin(lctx, ctx, site, policy, hint))
+    except Changed:
+        reason = "its ledger record changed twice while this worker decided"
+        raise unknown(site, site.key, reason) from None
+
+
+def _begin(
+    lctx: LedgerContext, ctx: TaskContext, site: Site, policy: Policy, hint: str | None
+) -> Plan[CallDecision]:
     if ctx.failure is not None:
         raise fresh(ctx.failure)
     entry = ctx.entries.get(site.field)
@@ -162,10 +182,20 @@ def begin(
         **facts(ctx, entry),
     )
     # The answers this call was made from are settled by its intent (journal.py).
-    settled, ctx.unsettled = [replace(e, settled=True) for e in ctx.unsettled], []
-    yield from write(
-        lctx, site.thread_id, [intent], replacing=[entry] if entry else [], settle=settled
-    )
+    taken, ctx.unsettled = ctx.unsettled, []
+    settled = [replace(e, settled=True) for e in taken]
+    try:
+        yield from write(
+            lctx,
+            site.thread_id,
+            [intent],
+            replacing=[entry] if entry else [],
+            settle=settled,
+            read_as={site.field: entry},
+        )
+    except Changed:
+        ctx.unsettled = [*taken, *ctx.unsettled]
+        raise
     lctx.memory.settled(site.thread_id, settled)
     return CallDecision(replay=False, key=key, entry=intent)
 
@@ -203,7 +233,7 @@ def _skip(
         resolution="skip",
         finished_at=time.time(),
     )
-    yield from write(lctx, site.thread_id, [done], replacing=[entry])
+    yield from write(lctx, site.thread_id, [done], replacing=[entry], read_as={site.field: entry})
     return CallDecision(replay=True, value=value, key=done.idempotency_key or site.key, entry=done)
 
 

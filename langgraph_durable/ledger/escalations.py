@@ -21,8 +21,9 @@ from langgraph.errors import GraphInterrupt
 from langgraph.types import interrupt
 from pydantic import ValidationError
 
+from langgraph_durable.core.errors import ToolOutcomeUnknownError
 from langgraph_durable.core.ops import Plan
-from langgraph_durable.ledger.calls import as_intent, escalation_note, replaced
+from langgraph_durable.ledger.calls import as_intent, escalation_note, replaced, unknown
 from langgraph_durable.ledger.context import LedgerContext
 from langgraph_durable.ledger.divergence import diverged_entry, question, recorded_at, suspect_at
 from langgraph_durable.ledger.entries import LedgerEntry, Policy, next_slot
@@ -35,7 +36,7 @@ from langgraph_durable.ledger.sites import (
     facts,
     ordered_positions,
 )
-from langgraph_durable.ledger.store import load, write
+from langgraph_durable.ledger.store import Changed, load, write
 
 
 def prepare_parallel(
@@ -48,8 +49,32 @@ def prepare_parallel(
     answers to ``interrupt()`` calls by their order within the task. So escalations
     are numbered once, persisted before any is raised, and always raised in that
     order by one caller (``ask``), on every replay of the task.
+
+    The questions are written only if every record they replace is still the one
+    read (``store.Changed``): else the task is read again and its questions numbered
+    anew (a question about a call recorded since would ask a human to decide a done
+    call's fate). Refused three times, the call's outcome is unknown.
     """
-    yield from load(lctx, ctx, lineage)
+    refused = None
+    for _ in range(3):
+        yield from load(lctx, ctx, lineage)
+        try:
+            return (yield from _number(lctx, ctx, message_calls))
+        except Changed as exc:
+            refused = ctx.entries.get(exc.field)
+    raise ToolOutcomeUnknownError(
+        thread_id=ctx.place.thread_id,
+        tool_call_id=refused.tool_call_id if refused else None,
+        name=refused.name if refused else "?",
+        idempotency_key=(refused.idempotency_key if refused else None) or "",
+        reason="its ledger record changed three times while this worker decided",
+    )
+
+
+def _number(
+    lctx: LedgerContext, ctx: TaskContext, message_calls: list[dict[str, Any]]
+) -> Plan[list[tuple[int, LedgerEntry]]]:
+    """Number and persist the questions of a loaded tool task (``prepare_parallel``)."""
     thread_id = ctx.place.thread_id
     entries = ctx.entries
     ordered = [
@@ -98,7 +123,8 @@ def prepare_parallel(
             )
             for i, e in enumerate(fresh)
         ]
-        yield from write(lctx, thread_id, fresh, replacing=entries.values())
+        read_as = {e.field: entries.get(e.field) for e in fresh}
+        yield from write(lctx, thread_id, fresh, replacing=entries.values(), read_as=read_as)
         entries.update({e.field: e for e in fresh})
         for asked in fresh:
             yield escalation_note("lgd.escalation.raised", asked)
@@ -110,7 +136,20 @@ def escalate_inline(
     lctx: LedgerContext, ctx: TaskContext, site: Site, policy: Policy
 ) -> Plan[LedgerEntry | None]:
     """The entry of a sequential call, numbered and persisted if it must escalate now
-    (its outcome is unknown, or it diverged); ``None`` if it never escalated."""
+    (its outcome is unknown, or it diverged); ``None`` if it never escalated. Its
+    question is written only if the call's record is still the one read: else the
+    task is read again once (as ``prepare_parallel``)."""
+    for _ in range(2):
+        try:
+            return (yield from _escalate_once(lctx, ctx, site, policy))
+        except Changed:
+            yield from load(lctx, ctx, ctx.lineage)
+    raise unknown(site, site.key, "its ledger record changed twice while this worker decided")
+
+
+def _escalate_once(
+    lctx: LedgerContext, ctx: TaskContext, site: Site, policy: Policy
+) -> Plan[LedgerEntry | None]:
     entry = ctx.entries.get(site.field)
     recorded = None
     if entry is None and lctx.on_divergence == "escalate":
@@ -130,7 +169,13 @@ def escalate_inline(
             escalations=(*asked.escalations, slot),
             **facts(ctx, asked),
         )
-        yield from write(lctx, site.thread_id, [numbered], replacing=[entry] if entry else [])
+        yield from write(
+            lctx,
+            site.thread_id,
+            [numbered],
+            replacing=[entry] if entry else [],
+            read_as={site.field: entry},
+        )
         ctx.entries[site.field] = entry = numbered
         yield escalation_note("lgd.escalation.raised", numbered)
     return entry if entry is not None and entry.escalations else None

@@ -110,6 +110,7 @@ class TaskContext:
         self.facts: dict[str, Facts] = {}
         self.borrowed: dict[str, str] = {}  # field -> a suspect's key a retry runs under
         self.message_id: str | None = None  # the AI message its tool calls come from
+        self.lineage: Any = None  # what its load judged executions by (executions.Lineage)
 
     def recorded(self, field: str) -> LedgerEntry | None:
         """The entry of ``field`` in its execution or among the suspects."""

@@ -10,6 +10,11 @@ back), and one write per change. Rules it keeps:
     record that is replaced goes to the quarantine first.
   * A write of a run's entries adds the thread to the run's index in the same round
     trip, so a rollback finds it even if the run saved no checkpoint (``rollback.py``).
+  * A write decided from a read names the records it was decided from (``read_as``);
+    the server refuses it, writing nothing, if one is no longer there as read, and
+    ``write`` raises ``Changed``: the read came from a server that had not seen the
+    latest write (a demoted primary still serving what it held, a partition that
+    healed) or another worker wrote since. The caller reads again and decides anew.
 """
 
 from __future__ import annotations
@@ -41,6 +46,21 @@ from langgraph_durable.ledger.executions import (
 from langgraph_durable.ledger.sites import TaskContext
 
 logger = logging.getLogger("langgraph_durable")
+
+
+class Changed(Exception):
+    """A write refused: the record of ``field`` is no longer the one its decision was
+    made from (module docstring). Internal: the plans that write read again."""
+
+    def __init__(self, field: str) -> None:
+        super().__init__(field)
+        self.field = field
+
+
+def expected(entry: LedgerEntry | None) -> str:
+    """What a write made from ``entry`` (None: no record was found) expects to find:
+    the SHA-1 of the record read, or "" for none."""
+    return "" if entry is None else entry.seen or ""
 
 
 @dataclass
@@ -120,11 +140,14 @@ def write(
     entries: Iterable[LedgerEntry],
     replacing: Iterable[LedgerEntry] = (),
     settle: Iterable[LedgerEntry] = (),
+    read_as: dict[str, LedgerEntry | None] | None = None,
 ) -> Plan[list[LedgerEntry]]:
     """Store entries; the bytes of any damaged record they replace go to quarantine.
     ``settle``: settled copies of model answers, each written only if its record is
-    still the one the copy was made from (``ledger_settle.lua``). Returns the entries
-    as written (``seen`` set)."""
+    still the one the copy was made from (``ledger_settle.lua``). ``read_as``: by
+    field, the entry the write was decided from (None: none was found); if one is no
+    longer there as read, nothing is written and ``Changed`` is raised. Returns the
+    entries as written (``seen`` set)."""
     entries = list(entries)
     tk = lctx.keys.thread(thread_id)
     core = lctx.core
@@ -155,7 +178,8 @@ def write(
     # Each run goes in the thread's runs hash too (keys.py): delete_thread finds every
     # run whose index set names the thread.
     runs = [x for r in sorted(run_ids) for x in (lctx.keys.ledger_run_member(r), r)]
-    args[2:2] = [len(runs) // 2, *runs]
+    guards = [x for f, e in (read_as or {}).items() for x in (f, expected(e))]
+    args[2:2] = [len(runs) // 2, *runs, len(guards) // 2, *guards]
     commands = [Script("ledger_write", tk.with_twins(), args)] if entries else []
     if len(settling) > 2:
         commands.append(Script("ledger_settle", tk.with_twins(), settling))
@@ -164,7 +188,9 @@ def write(
     # A run that recorded calls is in the run index, so a rollback finds the thread
     # even if the run saved no checkpoint there (rollback.py).
     ahead = tuple(c for r in sorted(run_ids) for c in core.run_index.ahead(r, thread_id))
-    _, acked = yield from core.write_round_trip(commands, raising=True, ahead=ahead)
+    replies, acked = yield from core.write_round_trip(commands, raising=True, ahead=ahead)
+    if entries and replies[0] != 1:  # the field whose record is not the one read
+        raise Changed(_text(replies[0]))
     core.replicated(tk, acked)
     return written
 
@@ -172,6 +198,7 @@ def write(
 def load(lctx: LedgerContext, ctx: TaskContext, lineage: Lineage) -> Plan[None]:
     """Read the task's entries (one round trip), decide which execution the task
     attempt belongs to (executions.py) and keep that execution's entries."""
+    ctx.lineage = lineage  # a write refused (Changed) reads again with it
     place = ctx.place
     got = yield from read(
         lctx,
@@ -182,7 +209,7 @@ def load(lctx: LedgerContext, ctx: TaskContext, lineage: Lineage) -> Plan[None]:
     )
     if got.unindexed:  # put the index back together (an empty record re-indexes a field)
         token = held_token(lctx.keys.prefix, place.thread_id)
-        args: list[Any] = [lctx.core.ttl_arg, token, 0]
+        args: list[Any] = [lctx.core.ttl_arg, token, 0, 0]
         args += [x for field in got.unindexed for x in (field, "", "", "", "", "")]
         yield Script("ledger_write", lctx.keys.thread(place.thread_id).with_twins(), args)
     found = executions(got.entries, got.voided)

@@ -17,6 +17,11 @@ And a partition, the network between client and server gone without a reset:
                                   # a new connection is accepted and gets nothing
     proxy.heal()                  # connections held by the partition are closed
 
+And an endpoint that moved (a managed service's DNS name or VIP pointed elsewhere):
+
+    proxy.move_to(host, port)     # new connections reach another server; open ones
+                                  # still reach the old one
+
 ``faults`` counts the faults that fired, so a test can check it exercised something.
 Cuts come after a bounded number of bursts, not drawn at random per burst: how many fire
 then follows from the traffic alone. A new connection's first ``GRACE + every`` bursts
@@ -91,6 +96,10 @@ class FaultProxy:
             held, self._held = self._held, set()
         for sock in held:
             _close(sock)
+
+    def move_to(self, host: str, port: int) -> None:
+        """Send new connections to ``host:port``; those already open keep their server."""
+        self.target = (host, port)
 
     @property
     def armed(self) -> bool:

@@ -20,7 +20,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from langgraph_durable import AsyncRedisSaver, RedisSaver
-from langgraph_durable.io import wire
+from langgraph_durable.io import kept, wire
 
 
 def one_checkpoint(thread_id: str) -> tuple[Any, Any, Any, Any]:
@@ -123,8 +123,8 @@ def test_no_more_than_a_few_connections_are_kept(
     redis_client.lpush(queue, *range(6))
     for t in threads:
         t.join()
-    assert in_use(pool) == wire.IDLE_MAX
-    wire.give_back(client)
+    assert in_use(pool) == kept.IDLE_MAX
+    kept.give_back(client)
     assert in_use(pool) == 0
     client.close()
 

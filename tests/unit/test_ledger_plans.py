@@ -6,6 +6,7 @@ before a call and the result after, every record sealed by the real codec
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import replace
 from typing import Any
 
@@ -29,7 +30,7 @@ from langgraph_durable.ledger.entries import (
     open_entry,
     sealed_entry,
 )
-from langgraph_durable.ledger.escalations import escalate_inline
+from langgraph_durable.ledger.escalations import escalate_inline, prepare_parallel
 from langgraph_durable.ledger.executions import Lineage
 from langgraph_durable.ledger.sites import Site, TaskContext, call_site, task_place
 from tests.helpers.redis_keys import flipped
@@ -128,7 +129,8 @@ def written(ledger: ToolLedger, op: Batch) -> list[LedgerEntry]:
     """The entries a ``ledger_write`` call stores, opened as a read would open them."""
     (script,) = [c for c in op.commands if isinstance(c, Script) and c.name == "ledger_write"]
     _, _, n, *rest = script.args
-    rest = rest[2 * n :]
+    guards, *rest = rest[2 * n :]
+    rest = rest[2 * guards :]
     out = []
     for i in range(0, len(rest), 6):
         field, record, _, _, _, mark = rest[i : i + 6]
@@ -180,6 +182,89 @@ def test_a_new_call_writes_its_intent_before_it_runs_and_its_result_after() -> N
     (result,) = written(ledger, finish)
     assert (result.state, result.result, result.attempts) == (RESULT, {"charged": 5}, 1)
     assert result.finished_at is not None and result.idempotency_key == site.key
+
+
+def test_an_intent_is_written_only_over_the_record_it_was_decided_from() -> None:
+    """A read served by a stale server (a demoted primary) found no record; the server
+    written to holds the call's result: the intent is refused, the task read again,
+    and the result replayed."""
+    ledger = make_ledger()
+    ctx = task(ledger)
+    load(ledger, ctx, read_reply(ledger))
+    site = site_of(ledger, ctx)
+    done = entry(site, RESULT, result={"charged": 5})
+    decision, (refused, _) = drive(
+        calls.begin(ledger.context, ctx, site, "retry"),
+        (WRITE, [site.field.encode()]),
+        ("ledger_read", read_reply(ledger, done)),
+    )
+    assert refused.commands[0].args[2:6] == [0, 1, site.field, ""], "expects no record"
+    assert decision.replay and decision.value == {"charged": 5}
+
+
+def test_an_intent_over_an_earlier_attempt_expects_that_record() -> None:
+    ledger = make_ledger()
+    ctx = task(ledger)
+    site = site_of(ledger, ctx)
+    load(ledger, ctx, read_reply(ledger, entry(site, INTENT)))
+    seen = ctx.entries[site.field].seen
+    _, (begin,) = drive(calls.begin(ledger.context, ctx, site, "retry"), (WRITE, [1]))
+    assert seen and begin.commands[0].args[3:6] == [1, site.field, seen]
+
+
+def test_an_intent_refused_twice_is_an_unknown_outcome() -> None:
+    ledger = make_ledger()
+    ctx = task(ledger)
+    load(ledger, ctx, read_reply(ledger))
+    site = site_of(ledger, ctx)
+    with pytest.raises(ToolOutcomeUnknownError, match="changed twice"):
+        drive(
+            calls.begin(ledger.context, ctx, site, "retry"),
+            (WRITE, [site.field.encode()]),
+            ("ledger_read", read_reply(ledger)),
+            (WRITE, [site.field.encode()]),
+        )
+
+
+def test_an_escalation_is_written_only_over_the_record_it_was_decided_from() -> None:
+    """The read found an intent (an unknown outcome); the call finished since: the
+    question is refused, the task read again, and nothing is asked."""
+    ledger = make_ledger()
+    ctx = task(ledger)
+    site = site_of(ledger, ctx)
+    intent = entry(site, INTENT)
+    done = entry(site, RESULT, result={"charged": 5})
+    found, _ = drive(
+        escalate_inline(ledger.context, _loaded(ledger, ctx, intent), site, "escalate"),
+        (WRITE, [site.field.encode()]),
+        ("ledger_read", read_reply(ledger, done)),
+    )
+    assert found is None and ctx.entries[site.field].state == RESULT
+
+
+def test_a_tool_task_numbers_its_questions_again_when_one_is_refused() -> None:
+    ledger = make_ledger()
+    ctx = task(ledger)
+    site = site_of(ledger, ctx)
+    calls_ = [{"name": "charge", "args": {"amount": 5}, "id": None}]
+    intent, done = entry(site, INTENT), entry(site, RESULT, result={"charged": 5})
+    asked, ops = drive(
+        prepare_parallel(ledger.context, ctx, calls_, Lineage()),
+        ("ledger_read", read_reply(ledger, intent)),
+        (WRITE, [site.field.encode()]),
+        ("ledger_read", read_reply(ledger, done)),
+    )
+    assert ops[1].commands[0].args[3:6] == [1, site.field, sealed_sha(ledger, intent)]
+    assert asked == [] and ctx.entries[site.field].state == RESULT
+
+
+def sealed_sha(ledger: ToolLedger, e: LedgerEntry) -> str:
+    return hashlib.sha1(sealed_entry(ledger.saver.core, THREAD, e)[0]).hexdigest()
+
+
+def _loaded(ledger: ToolLedger, ctx: TaskContext, *entries: LedgerEntry) -> TaskContext:
+    load(ledger, ctx, read_reply(ledger, *entries))
+    return ctx
 
 
 def test_writes_in_a_lease_carry_its_token() -> None:
@@ -261,7 +346,9 @@ def test_a_damaged_record_is_an_unknown_outcome_and_goes_to_quarantine_when_repl
     with pytest.raises(ToolOutcomeUnknownError, match="its ledger record is damaged"):
         drive(calls.begin(ledger.context, ctx, site, "fail"))
     _, (begin,) = drive(calls.begin(ledger.context, ctx, site, "retry"), (WRITE, [1]))
-    field, _, qfield, reason = begin.commands[0].args[3:7]
+    guards, guarded, sha = begin.commands[0].args[3:6]
+    assert (guards, guarded) == (1, site.field) and sha, "decided from the damaged record"
+    field, _, qfield, reason = begin.commands[0].args[6:10]
     assert field == site.field
     assert qfield == ledger.context.keys.quarantine_field(LEDGER_RECORD, site.field)
     assert reason == found.damage, "the damaged bytes are kept, with why"
@@ -305,7 +392,7 @@ def test_a_signed_write_carries_the_mark_of_the_record_it_writes() -> None:
     site = site_of(ledger, ctx)
     _, (begin,) = drive(calls.begin(ledger.context, ctx, site, "retry"), (WRITE, [1]))
     args = begin.commands[0].args
-    mark_field = args[7]
+    mark_field = args[10]  # after the guard: (1, field, "") (none was read)
     assert mark_field == "\x01\x03lg\x00" + site.field
     (intent,) = written(ledger, begin)  # opened with its mark: it matches
     assert intent.state == INTENT and intent.damage is None
@@ -324,7 +411,7 @@ def test_entries_the_index_lost_are_read_and_put_back() -> None:
     )
     reindex = ops[1]
     assert isinstance(reindex, Script) and reindex.args[:3] == [0, "", 0]
-    assert reindex.args[3:] == [site.field.encode(), "", "", "", "", ""], "an empty record"
+    assert reindex.args[4:] == [site.field.encode(), "", "", "", "", ""], "an empty record"
     assert ctx.entries[site.field].state == RESULT
 
 

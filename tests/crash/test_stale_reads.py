@@ -1,0 +1,117 @@
+"""A read served by a server that has not seen the latest writes repeats no call.
+
+The endpoint a worker uses moved (a proxy, as a managed service's DNS name or a VIP,
+now sends new connections to the promoted replica) while the worker's pooled
+connection still reaches the old primary: demoted, and cut off from its new primary,
+it serves its stale data (``replica-serve-stale-data``, Redis's default). This is also
+what a worker meets after a partition heals, before the sentinel demotes the old
+primary. Meanwhile another worker resumed the thread on the new primary and ran its
+calls there. The first worker resumes too: its reads come from the stale server and
+find no record of the calls; its intent writes are refused there (READONLY inside the
+script) and sent again on a fresh connection, which reaches the new primary, where
+the calls are recorded. Before the fix the retries stayed on the stale connection
+until the failover budget ran out (``FailoverTimeoutError``); with that mended, the
+intents went over the recorded results and every call ran a second time. Now each
+write carries what its decision was made from, and one the server no longer holds
+is refused: the task is read again and the recorded results are replayed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from langgraph_durable import AsyncRedisSaver, RedisSaver, ToolLedger
+from tests.helpers.fault_proxy import FaultProxy
+from tests.helpers.ledger_agent import POLICIES, START_INPUT, Effects, agent_graph
+from tests.helpers.servers import start_server
+
+SAFETY = 60.0  # a safety net on every wait: each ends on its event
+
+
+def wait_for(condition: Any, what: str) -> None:
+    deadline = time.monotonic() + SAFETY
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.02)
+
+
+def effects_by_call(effects: Effects) -> Counter[str]:
+    return Counter(e["tool"] for e in effects.lines() if e["kind"] == "effect")
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_stale_read_repeats_no_recorded_call(tmp_path: Path, mode: str) -> None:
+    (tmp_path / "old").mkdir()
+    (tmp_path / "new").mkdir()
+    old, new = start_server(str(tmp_path / "old")), start_server(str(tmp_path / "new"))
+    proxy = FaultProxy("127.0.0.1", old.port)
+    admin_old, admin_new = redis.Redis(port=old.port), redis.Redis(port=new.port)
+    effects = Effects(str(tmp_path / "effects"))
+    config = {"configurable": {"thread_id": f"stale-{mode}"}}
+    options: dict[str, Any] = {"key_prefix": "lgdstale", "failover_timeout": 15.0}
+
+    def replicated() -> bool:
+        offset = admin_old.info("replication")["master_repl_offset"]
+        info = admin_new.info("replication")
+        return info.get("master_link_status") == "up" and info["slave_repl_offset"] >= offset
+
+    def the_endpoint_moves() -> None:
+        """``new`` promoted; ``old`` demoted, its link to ``new`` refused (it keeps
+        serving what it holds); new connections through the proxy reach ``new``."""
+        wait_for(replicated, "the replica holds the agent's checkpoint")
+        admin_new.replicaof("no", "one")
+        admin_old.config_set("masterauth", "not-the-password")  # its sync is refused
+        admin_old.replicaof("127.0.0.1", str(new.port))
+        proxy.move_to("127.0.0.1", new.port)
+
+    def another_worker_runs_the_calls() -> None:
+        with RedisSaver.from_conn_string(new.url, **options) as other:
+            graph = agent_graph(ToolLedger(other, policies=POLICIES), effects)
+            graph.compile(checkpointer=other, interrupt_after=["tools"]).invoke(None, config)
+        assert effects_by_call(effects) == {"charge": 1, "send_email": 1, "create_ticket": 1}
+        assert admin_old.info("replication")["master_link_status"] == "down"
+
+    try:
+        admin_new.replicaof("127.0.0.1", str(old.port))
+        if mode == "sync":
+            with RedisSaver.from_conn_string(proxy.url, **options) as worker:
+                ledger = ToolLedger(worker, policies=POLICIES)
+                graph = agent_graph(ledger, effects).compile(
+                    checkpointer=worker, interrupt_before=["tools"]
+                )
+                graph.invoke(START_INPUT, config)  # its connection is kept: it reaches `old`
+                the_endpoint_moves()
+                another_worker_runs_the_calls()
+                graph.invoke(None, config)
+                values = graph.get_state(config).values
+        else:
+
+            async def run() -> dict[str, Any]:
+                async with AsyncRedisSaver.from_conn_string(proxy.url, **options) as worker:
+                    ledger = ToolLedger(worker, policies=POLICIES)
+                    graph = agent_graph(ledger, effects).compile(
+                        checkpointer=worker, interrupt_before=["tools"]
+                    )
+                    await graph.ainvoke(START_INPUT, config)
+                    the_endpoint_moves()
+                    another_worker_runs_the_calls()
+                    await graph.ainvoke(None, config)
+                    return (await graph.aget_state(config)).values
+
+            values = asyncio.run(run())
+        assert effects_by_call(effects) == {"charge": 1, "send_email": 1, "create_ticket": 1}
+        results = [m.content for m in values["messages"] if m.type == "tool"]
+        assert results == ["charged 10", "sent to user0@example.com", "ticket 'follow up' opened"]
+    finally:
+        admin_old.close()
+        admin_new.close()
+        proxy.close()
+        old.stop()
+        new.stop()
