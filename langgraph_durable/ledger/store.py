@@ -11,7 +11,8 @@ back), and one write per change. Rules it keeps:
   * A write of a run's entries adds the thread to the run's index in the same round
     trip, so a rollback finds it even if the run saved no checkpoint (``rollback.py``).
   * A write decided from a read names the records it was decided from (``read_as``);
-    the server refuses it, writing nothing, if one is no longer there as read, and
+    the server refuses it, writing nothing, if one is no longer there as read (nor
+    already what this write stores: the same write sent again after a failover), and
     ``write`` raises ``Changed``: the read came from a server that had not seen the
     latest write (a demoted primary still serving what it held, a partition that
     healed) or another worker wrote since. The caller reads again and decides anew.
@@ -178,8 +179,11 @@ def write(
     # Each run goes in the thread's runs hash too (keys.py): delete_thread finds every
     # run whose index set names the thread.
     runs = [x for r in sorted(run_ids) for x in (lctx.keys.ledger_run_member(r), r)]
-    guards = [x for f, e in (read_as or {}).items() for x in (f, expected(e))]
-    args[2:2] = [len(runs) // 2, *runs, len(guards) // 2, *guards]
+    # What each guarded field was read as, and what this write stores there: the same
+    # write sent again after a lost reply finds its own record, and goes through.
+    stores = {e.field: e.seen for e in written}
+    guards = [x for f, e in (read_as or {}).items() for x in (f, expected(e), stores.get(f, ""))]
+    args[2:2] = [len(runs) // 2, *runs, len(guards) // 3, *guards]
     commands = [Script("ledger_write", tk.with_twins(), args)] if entries else []
     if len(settling) > 2:
         commands.append(Script("ledger_settle", tk.with_twins(), settling))

@@ -115,3 +115,44 @@ def test_a_stale_read_repeats_no_recorded_call(tmp_path: Path, mode: str) -> Non
         proxy.close()
         old.stop()
         new.stop()
+
+
+def test_an_intent_sent_again_after_its_reply_was_lost_goes_through(tmp_path: Path) -> None:
+    """The intent went through but its reply was lost (the connection cut on the way
+    back): the saver sends the same write again, which finds its own record, not the
+    one its decision was made from (none). It goes through; the call runs once."""
+    from langgraph.graph import END, START, StateGraph
+    from typing_extensions import TypedDict
+
+    class Calls(TypedDict):
+        done: list[str]
+
+    server = start_server(str(tmp_path))
+    proxy = FaultProxy("127.0.0.1", server.port)
+    ran: list[str] = []
+    try:
+        with RedisSaver.from_conn_string(proxy.url, key_prefix="lgdretry") as saver:
+            ledger = ToolLedger(saver)
+
+            @ledger.durable(name="charge")
+            def charge(what: str) -> str:
+                ran.append(what)
+                return f"charged {what}"
+
+            def node(state: Calls) -> dict[str, list[str]]:
+                first = charge("first")  # the task's ledger read, then this call
+                proxy.cut("down", after=0)  # the next reply: the second call's intent
+                return {"done": [first, charge("second")]}
+
+            builder = StateGraph(Calls)
+            builder.add_node("n", node)
+            builder.add_edge(START, "n")
+            builder.add_edge("n", END)
+            graph = builder.compile(checkpointer=saver)
+            out = graph.invoke({"done": []}, {"configurable": {"thread_id": "lost-reply"}})
+        assert proxy.faults == 1, "the intent's reply was cut"
+        assert out["done"] == ["charged first", "charged second"]
+        assert ran == ["first", "second"]
+    finally:
+        proxy.close()
+        server.stop()

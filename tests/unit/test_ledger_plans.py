@@ -130,7 +130,7 @@ def written(ledger: ToolLedger, op: Batch) -> list[LedgerEntry]:
     (script,) = [c for c in op.commands if isinstance(c, Script) and c.name == "ledger_write"]
     _, _, n, *rest = script.args
     guards, *rest = rest[2 * n :]
-    rest = rest[2 * guards :]
+    rest = rest[3 * guards :]
     out = []
     for i in range(0, len(rest), 6):
         field, record, _, _, _, mark = rest[i : i + 6]
@@ -198,7 +198,10 @@ def test_an_intent_is_written_only_over_the_record_it_was_decided_from() -> None
         (WRITE, [site.field.encode()]),
         ("ledger_read", read_reply(ledger, done)),
     )
-    assert refused.commands[0].args[2:6] == [0, 1, site.field, ""], "expects no record"
+    args = refused.commands[0].args
+    assert args[2:6] == [0, 1, site.field, ""], "expects no record"
+    (intent,) = written(ledger, refused)
+    assert args[6] == hashlib.sha1(sealed_entry(ledger.saver.core, THREAD, intent)[0]).hexdigest()
     assert decision.replay and decision.value == {"charged": 5}
 
 
@@ -348,7 +351,7 @@ def test_a_damaged_record_is_an_unknown_outcome_and_goes_to_quarantine_when_repl
     _, (begin,) = drive(calls.begin(ledger.context, ctx, site, "retry"), (WRITE, [1]))
     guards, guarded, sha = begin.commands[0].args[3:6]
     assert (guards, guarded) == (1, site.field) and sha, "decided from the damaged record"
-    field, _, qfield, reason = begin.commands[0].args[6:10]
+    field, _, qfield, reason = begin.commands[0].args[7:11]
     assert field == site.field
     assert qfield == ledger.context.keys.quarantine_field(LEDGER_RECORD, site.field)
     assert reason == found.damage, "the damaged bytes are kept, with why"
@@ -392,7 +395,7 @@ def test_a_signed_write_carries_the_mark_of_the_record_it_writes() -> None:
     site = site_of(ledger, ctx)
     _, (begin,) = drive(calls.begin(ledger.context, ctx, site, "retry"), (WRITE, [1]))
     args = begin.commands[0].args
-    mark_field = args[10]  # after the guard: (1, field, "") (none was read)
+    mark_field = args[11]  # after the guard: (1, field, "", its record's SHA-1)
     assert mark_field == "\x01\x03lg\x00" + site.field
     (intent,) = written(ledger, begin)  # opened with its mark: it matches
     assert intent.state == INTENT and intent.damage is None

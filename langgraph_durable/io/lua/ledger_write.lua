@@ -1,13 +1,15 @@
 -- Write tool-call ledger entries (an intent, a result, an escalation) atomically.
 -- A record being replaced that was found damaged is kept in the quarantine hash first.
 -- A write made from what a read found names it: each such field's record must still be
--- the one read (its SHA-1), or still absent, else nothing is written and the field is
+-- the one read (its SHA-1), or still absent, or already the one this write stores (the
+-- same write sent again after a lost reply), else nothing is written and the field is
 -- returned (the read came from a server that had not seen the latest write, a demoted
 -- primary, or another worker wrote since: store.py reads again).
 -- KEYS: ThreadKeys.with_twins (see _prelude.lua)
 -- ARGV: 1 ttl, 2 fencing token or "", 3 the number R of runs the entries belong to, then
 --       R pairs (runs member, run id: keys.ledger_run_member), then the number E of
---       expectations and E pairs (field, SHA-1 of the record read or "" for none), then
+--       expectations and E triples (field, SHA-1 of the record read or "" for none,
+--       SHA-1 of the record written), then
 --       sextuples (field,
 --       record, quarantine field, reason, mark field, mark; quarantine field and reason
 --       empty unless the record being replaced is damaged, the mark's two empty
@@ -17,12 +19,13 @@ local denied = fence_denial(ARGV[2])
 if denied then return redis.error_reply(denied) end
 repair(ARGV[1])
 local expectations = 5 + 2 * tonumber(ARGV[3])
-local first = expectations + 2 * tonumber(ARGV[expectations - 1])
-for i = expectations, first - 1, 2 do
+local first = expectations + 3 * tonumber(ARGV[expectations - 1])
+for i = expectations, first - 1, 3 do
   local current = redis.call('HGET', KEYS[K_LG], ARGV[i])
-  if ARGV[i + 1] == '' then
-    if current then return ARGV[i] end
-  elseif not current or redis.sha1hex(current) ~= ARGV[i + 1] then
+  if current then
+    local seen = redis.sha1hex(current)
+    if seen ~= ARGV[i + 1] and seen ~= ARGV[i + 2] then return ARGV[i] end
+  elseif ARGV[i + 1] ~= '' then
     return ARGV[i]
   end
 end
