@@ -25,7 +25,7 @@ manifest formats are ``manifests.py``'s. Rules it keeps:
     (``_NewestVersions`` remembers them): they exist while the parent does, because
     retention deletes an element only once no remaining checkpoint's manifest names it.
     ``put_checkpoint.lua`` checks that they are there and their lengths against what
-    this process wrote or verified: a window of ``writes.CHECKED_PER_PUT`` (plus as
+    this process wrote or verified: a window of ``element_window.CHECKED_PER_PUT`` (plus as
     many as the put sends) moved on from put to put (all of them once the thread's
     quarantine holds anything), so the cost stays flat as the thread grows; with
     ``verify_elements_on_write`` every one by its very bytes (SHA-1 in Lua: O(the

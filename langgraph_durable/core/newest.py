@@ -10,12 +10,14 @@ wrong result); ``put`` leaves out the elements its parent's manifests name. Boun
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
 from langgraph_durable.core.manifests import named_by
+
+WRITTEN_KEPT = 8  # checkpoints per (thread, namespace) whose written elements are kept
 
 
 @dataclass
@@ -43,6 +45,11 @@ class NewestVersions:
     def __init__(self, size: int = 4096) -> None:
         self._size = size
         self._threads: dict[str, dict[str, Newest]] = {}
+        # (thread, namespace) -> checkpoint id -> elements put_writes stored for its
+        # tasks' writes: the put of its child names them without sending them again
+        # (writes.py). LangGraph may store a task's writes before or after its
+        # checkpoint (durability "async"), so they are kept by checkpoint id.
+        self._written: dict[tuple[str, str], dict[str, frozenset[bytes]]] = {}
 
     def entry(self, key: tuple[str, str]) -> Newest | None:
         return self._threads.get(key[0], {}).get(key[1])
@@ -84,5 +91,20 @@ class NewestVersions:
         newest = Newest(checkpoint_id, dict(versions), dict(manifests or {}), checked_from)
         self._threads.setdefault(key[0], {})[key[1]] = newest
 
+    def wrote(self, key: tuple[str, str], checkpoint_id: str, digests: Iterable[bytes]) -> None:
+        """``put_writes`` stored ``digests`` for the writes of ``checkpoint_id``."""
+        if len(self._written) >= self._size:
+            self._written.clear()
+        by_checkpoint = self._written.setdefault(key, {})
+        if len(by_checkpoint) >= WRITTEN_KEPT and checkpoint_id not in by_checkpoint:
+            by_checkpoint.clear()  # only the newest few are ever asked for
+        by_checkpoint[checkpoint_id] = by_checkpoint.get(checkpoint_id, frozenset()).union(digests)
+
+    def written(self, key: tuple[str, str], checkpoint_id: str) -> frozenset[bytes]:
+        """The elements ``put_writes`` stored for the writes of ``checkpoint_id``."""
+        return self._written.get(key, {}).get(checkpoint_id, frozenset())
+
     def forget(self, thread_id: str) -> None:
         self._threads.pop(thread_id, None)
+        for key in [k for k in self._written if k[0] == thread_id]:
+            self._written.pop(key, None)

@@ -45,7 +45,7 @@ from langgraph_durable.core import (
     round_trips,
 )
 from langgraph_durable.core.context import PlanContext
-from langgraph_durable.core.elements import ElementCache
+from langgraph_durable.core.element_window import unsent_window
 from langgraph_durable.core.errors import InvalidConfigError
 from langgraph_durable.core.fencing import held_token
 from langgraph_durable.core.heads import sealed_head
@@ -60,8 +60,8 @@ from langgraph_durable.core.records import (
     thread_id_of,
 )
 
-# Elements named without sending that a put checks by length (see _unsent).
-CHECKED_PER_PUT = 8
+# Values up to this size go inside the put's script call, bigger ones ahead of it.
+INLINE_VALUE_MAX = 2048
 
 logger = logging.getLogger("langgraph_durable")
 
@@ -120,18 +120,22 @@ def put(
     # keeps them): not sent again, but the script checks each is there (a field
     # deleted, a damaged one a reader quarantined): else they are sent (below).
     known: frozenset[bytes] = frozenset()
+    written: frozenset[bytes] = frozenset()  # stored by the parent's pending writes
     if parent is not None and parent.manifests:
         for channel, digests in parent.manifests.items():
             if channel not in new_versions and parent.versions.get(channel) == checkpoint[
                 "channel_versions"
             ].get(channel):  # kept unchanged
                 manifests[channel] = digests
-        if new_elements:
-            known = parent.digests
+    if parent_id and new_elements:
+        # The new messages came from the parent's tasks, whose writes this saver stored
+        # with their elements: named, not sent again, and checked first (below).
+        written = ctx.newest_versions.written((thread_id, ns), parent_id)
+        known = written if parent is None else parent.digests | written
     elements = sorted((d, e) for d, e in new_elements.items() if d not in known)
     checked_from = parent.checked_from if parent is not None else 0
-    unsent, checked_next = _unsent(
-        manifests, elements, ctx.element_cache, ctx.verify_elements_on_write, checked_from
+    unsent, checked_next = unsent_window(
+        manifests, elements, ctx.element_cache, ctx.verify_elements_on_write, checked_from, written
     )
     remade: list[tuple[str, bytes]] = []  # kept values' manifests made again (below)
     parent_versions = parent.versions if parent is not None else None
@@ -164,13 +168,17 @@ def put(
         # then the script, which indexes the checkpoint only once they are all there.
         # With a ttl, MULTI keeps a client that dies halfway from leaving a hash
         # without an expiry.
-        sent = [*(d for d, _ in elements), *(f for f, _ in blobs)]
+        # A small value goes inside the script call: sent ahead, it would cost the
+        # script a check that it is there (HEXISTS), and Redis a command of its own.
+        ahead = [(f, r) for f, r in blobs if len(r) > INLINE_VALUE_MAX]
+        small = [x for f, r in blobs if len(r) <= INLINE_VALUE_MAX for x in (f, r)]
+        sent = [*(d for d, _ in elements), len(ahead), *(f for f, _ in ahead), *small]
         script = Script("put_checkpoint", tk.for_writes(), [*args, "sent", *sent, *head])
         replies, acked = yield from round_trips.write_round_trip(
             ctx,
             [
                 *(("HSET", tk.el, d, e) for d, e in elements),
-                *(("HSETNX", tk.bl, f, r) for f, r in blobs),
+                *(("HSETNX", tk.bl, f, r) for f, r in ahead),
                 *(("HSET", tk.bl, f, r) for f, r in remade),
                 script,
             ],
@@ -203,7 +211,7 @@ def put(
                         remade.append((field_, remade_record))
                         manifests[channel] = split.named
             elements = sorted(new_elements.items())
-            unsent, checked_next = _unsent(
+            unsent, checked_next = unsent_window(
                 manifests, elements, ctx.element_cache, ctx.verify_elements_on_write, checked_from
             )
             continue
@@ -342,6 +350,12 @@ def put_writes(
         if split is not None:
             new_elements.update(split.stored)
         triples += [member, record, "1" if special else "0"]
+    newest = ctx.newest_versions.entry((thread_id, ns))
+    if newest is not None and new_elements:
+        # LangGraph may store a task's writes after its checkpoint's child, whose put
+        # sent the same new messages: they are stored, not sent again.
+        stored_ = newest.digests
+        new_elements = {d: e for d, e in new_elements.items() if d not in stored_}
     if triples:
         elements = [x for pair in sorted(new_elements.items()) for x in pair]
         args = [
@@ -355,43 +369,5 @@ def put_writes(
         (reply,), acked = yield from round_trips.write_round_trip(ctx, [script])
         _, acked = yield from round_trips.write_reply(ctx, tk, script, reply, acked)
         round_trips.replicated(ctx, tk, acked)
-
-
-def _unsent(
-    manifests: Mapping[str, tuple[bytes, ...]],
-    sent: list[tuple[bytes, bytes]],
-    cache: ElementCache,
-    by_bytes: bool,
-    checked_from: int,
-) -> tuple[bytes, int]:
-    """The elements ``manifests`` name and a put does not send, for put_checkpoint.lua to
-    check (ARGV 9) against what this process knows of their stored bytes, and where the
-    next put's window starts. By bytes (``verify_elements_on_write``): all. By length: a
-    window from ``checked_from`` (where the parent's put left off: ``newest.py``) of
-    ``CHECKED_PER_PUT`` plus as many as the put sends, so consecutive puts check all n
-    within ceil(n / CHECKED_PER_PUT) even as a list grows; the rest follow, checked too
-    once the thread's quarantine holds anything (a reader moved damage aside)."""
-    sending = {d for d, _ in sent}
-    named = [
-        d
-        for d in dict.fromkeys(d for c in sorted(manifests) for d in every_digest(manifests[c]))
-        if d not in sending
-    ]
-    if not named:
-        return b"", 0
-    known_as_stored = cache.known_as_stored
-    if by_bytes:
-        found = [known_as_stored(d) for d in named]
-        known = [k for k in found if k is not None]
-        unknown = [d for d, k in zip(named, found) if k is None]
-        return b"".join([b"s%d:" % len(known), *(k[1] for k in known), *unknown]), 0
-    start = checked_from % len(named)
-    size = CHECKED_PER_PUT + len(sent)
-    rotated = named[start:] + named[:start]
-    window, rest = rotated[:size], rotated[size:]
-    found = [known_as_stored(d) for d in window]
-    known = [k for k in found if k is not None]
-    unknown = [d for d, k in zip(window, found) if k is None]
-    total = sum(k[0] for k in known)
-    head = b"l%d:%d:%d:" % (total, len(known), len(window))
-    return b"".join([head, *(k[1][:16] for k in known), *unknown, *rest]), start + len(window)
+        if new_elements:  # the next put names them without sending them again
+            ctx.newest_versions.wrote((thread_id, ns), checkpoint_id, new_elements)

@@ -105,6 +105,32 @@ def react_graph(rounds: int, payload: int = 200, *, realistic: bool = False) -> 
     return builder
 
 
+def parallel_tools_graph(rounds: int, payload: int = 200, calls: int = 3) -> StateGraph:
+    """``react_graph`` whose 'model' asks for ``calls`` tool calls at once every round."""
+
+    def agent(state: MessagesState) -> dict[str, Any]:
+        done = sum(isinstance(m, ToolMessage) for m in state["messages"]) // calls
+        if done >= rounds:
+            return {"messages": [AIMessage(content="final answer", id="ai-final")]}
+        tool_calls = [
+            {"name": "lookup", "args": {"query": f"q{done}-{i}"}, "id": f"call_{done}_{i}"}
+            for i in range(calls)
+        ]
+        return {"messages": [AIMessage("x" * payload, id=f"ai-{done}", tool_calls=tool_calls)]}
+
+    def route(state: MessagesState) -> str:
+        last = state["messages"][-1]
+        return "tools" if isinstance(last, AIMessage) and last.tool_calls else END
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("agent", agent)
+    builder.add_node("tools", ToolNode([lookup]))
+    builder.add_edge(START, "agent")
+    builder.add_conditional_edges("agent", route, ["tools", END])
+    builder.add_edge("tools", "agent")
+    return builder
+
+
 def react_input(text: str = "hello") -> dict[str, Any]:
     return {"messages": [HumanMessage(content=text, id="human-0")]}
 

@@ -205,22 +205,61 @@ def test_unchanged_channels_are_not_rewritten(saver: RedisSaver, redis_client: r
     trips = RoundTrips(saver)
     saver.put(first, cp, {"source": "loop", "step": 1}, {"b": cp["channel_versions"]["b"]})
     (op,) = trips.ops
-    hsetnx, script = op.commands
+    (script,) = op.commands  # the changed value is small: it goes inside the script call
     field_b = saver.keys.blob_field("", "b", cp["channel_versions"]["b"])
-    assert hsetnx[:3] == ("HSETNX", keys.bl, field_b)
     parent = saver.keys.checkpoint_member("", first["configurable"]["checkpoint_id"])
     field_a = saver.keys.blob_field("", "a", versions["a"])  # kept: checked, not sent
     # ARGV 9 (no element named without being sent), 10 K, the kept field the parent
-    # names, 11+K U (none never written) and when, 13+K+2U E, "sent", and no head
-    # (unsigned: heads.py)
+    # names, 11+K U (none never written) and when, 13+K+2U E, "sent", S (none sent
+    # ahead), the small value's field and record, and no head (unsigned: heads.py)
+    record_b = script.args[-3]
     assert script.args[7:] == [
-        parent, b"", 1, field_a, 0, "renamed", 0, "sent", field_b, "", ""
+        parent, b"", 1, field_a, 0, "renamed", 0, "sent", 0, field_b, record_b, "", ""
     ]  # fmt: skip
     assert redis_client.hlen(keys.bl) == 3
     assert saver.get_tuple(config("blobs")).checkpoint["channel_values"] == {
         "a": "A" * 1000,
         "b": "B2",
     }
+
+
+@pytest.mark.parametrize("writes_first", [True, False], ids=["writes first", "put first"])
+def test_a_new_message_goes_to_redis_once(
+    saver: RedisSaver, redis_client: redis.Redis, writes_first: bool
+) -> None:
+    """A task's new message reaches Redis in its pending write and again in the channel
+    value of the next checkpoint: its element is sent once, by whichever of the two
+    LangGraph stores first (durability "async" stores them in either order); the
+    checkpoint names it without sending it, and its put checks it first."""
+    from langchain_core.messages import AIMessage
+
+    history = [AIMessage(content=f"old {i} " * 40, id=f"m{i}") for i in range(3)]
+    parent = put(saver, f"once-{writes_first}", {"messages": history})
+    new = AIMessage(content="a new answer " * 40, id="new")
+    cp = empty_checkpoint()
+    cp["channel_values"] = {"messages": [*history, new]}
+    cp["channel_versions"] = {"messages": saver.get_next_version(None, None) + "x"}
+    trips = RoundTrips(saver)
+    keys = saver.keys.thread(f"once-{writes_first}")
+
+    def the_put() -> None:
+        saver.put(parent, cp, {"source": "loop", "step": 1}, dict(cp["channel_versions"]))
+
+    if not writes_first:
+        the_put()
+    saver.put_writes(parent, [("messages", [new])], task_id="agent", task_path="~a")
+    if writes_first:
+        the_put()
+    elements_sent = []
+    for op in trips.ops:
+        for command in op.commands:
+            if isinstance(command, Script) and command.name == "put_writes":
+                elements_sent += command.args[3 : 3 + 2 * command.args[2] : 2]
+            elif not isinstance(command, Script) and command[:2] == ("HSET", keys.el):
+                elements_sent.append(command[2])  # a put's new element, ahead of its script
+    assert len(elements_sent) == len(set(elements_sent)) == 1, elements_sent
+    tup = saver.get_tuple(config(f"once-{writes_first}"))
+    assert tup is not None and tup.checkpoint["channel_values"]["messages"][-1].id == "new"
 
 
 def test_key_prefixes_isolate_savers(redis_url: str, key_prefix: str) -> None:

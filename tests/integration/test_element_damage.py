@@ -274,7 +274,7 @@ def test_a_long_lists_damage_is_found_by_the_puts_that_follow_within_their_turn(
     (the cost stays flat as the thread grows), moved on from put to put: an element of a
     40-element list truncated in place, no reader in between, is found and written
     again within ceil(40 / 8) = 5 puts, wherever it sits in the list."""
-    from langgraph_durable.core.writes import CHECKED_PER_PUT
+    from langgraph_durable.core.element_window import CHECKED_PER_PUT
 
     turns = -(-len(LONG_DOCS) // CHECKED_PER_PUT)
     with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as worker:
@@ -367,7 +367,7 @@ def test_a_growing_lists_oldest_element_damaged_is_found_by_the_puts_that_follow
     element, truncated after 40 steps, is found within ceil(n / 8) + 1 puts. With
     ``verify_elements_on_write``, a bit flip is found at the next put even after the
     process's fingerprints were reset (the split memo keeps them)."""
-    from langgraph_durable.core.writes import CHECKED_PER_PUT
+    from langgraph_durable.core.element_window import CHECKED_PER_PUT
 
     with RedisSaver.from_conn_string(
         redis_url, key_prefix=key_prefix, verify_elements_on_write=verify

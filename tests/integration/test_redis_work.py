@@ -20,10 +20,17 @@ from tests.helpers.servers import start_server
 ROUNDS = 10  # tool rounds: 2 * ROUNDS + 1 supersteps
 SUPERSTEPS = 2 * ROUNDS + 1
 PAYLOAD = 1500  # the benchmark's characters per AI message
-# Measured 2026-11-27: 32.7 commands per superstep, sync and async alike; bounds with room
-# for one more command per superstep, no more.
-MAX_COMMANDS = 34.0
-MAX_BYTES = 4600.0  # bytes received per superstep (4,306 measured)
+# Measured 2026-11-27 (a9a5730 + this change): ReAct 29.0-29.6 commands and 3,755-3,961
+# bytes per superstep, sync and async (was 32.7 and 4,306: a new message's element went
+# both in its pending write and in the next put, and every changed value cost the put
+# an HEXISTS); three parallel tool calls 33.4-33.8 and 4,708-4,849. Which of a task's
+# write and the next put stores a new message first is LangGraph's race: the counts
+# move by a few tenths. Bounds with room for that, no more.
+BOUNDS = {"react": (30.5, 4200.0), "parallel tools": (35.0, 5300.0)}
+WORKLOADS = {
+    "react": lambda: graphs.react_graph(rounds=ROUNDS, payload=PAYLOAD),
+    "parallel tools": lambda: graphs.parallel_tools_graph(ROUNDS, payload=PAYLOAD),
+}
 
 
 def measured(admin: redis.Redis) -> tuple[float, float]:
@@ -35,11 +42,14 @@ def measured(admin: redis.Redis) -> tuple[float, float]:
     return commands, received
 
 
+@pytest.mark.parametrize("workload", list(WORKLOADS))
 @pytest.mark.parametrize("mode", ["sync", "async"])
-def test_redis_work_per_superstep_stays_within_its_bounds(tmp_path: Path, mode: str) -> None:
+def test_redis_work_per_superstep_stays_within_its_bounds(
+    tmp_path: Path, mode: str, workload: str
+) -> None:
     server = start_server(str(tmp_path))
     admin = redis.Redis(port=server.port)
-    builder = graphs.react_graph(rounds=ROUNDS, payload=PAYLOAD)
+    builder = WORKLOADS[workload]()
 
     def run(thread: str) -> tuple[float, float]:
         before = measured(admin)
@@ -76,6 +86,7 @@ def test_redis_work_per_superstep_stays_within_its_bounds(tmp_path: Path, mode: 
     finally:
         admin.close()
         server.stop()
-    print(f"\n{mode}: {commands:.1f} commands and {received:.0f} bytes per superstep")
-    assert commands <= MAX_COMMANDS, f"{commands:.1f} commands per superstep > {MAX_COMMANDS}"
-    assert received <= MAX_BYTES, f"{received:.0f} bytes per superstep > {MAX_BYTES}"
+    print(f"\n{workload}, {mode}: {commands:.1f} commands and {received:.0f} bytes per superstep")
+    most_commands, most_bytes = BOUNDS[workload]
+    assert commands <= most_commands, f"{commands:.1f} commands per superstep > {most_commands}"
+    assert received <= most_bytes, f"{received:.0f} bytes per superstep > {most_bytes}"

@@ -323,7 +323,7 @@ def test_a_put_past_keep_last_collects_in_the_same_plan() -> None:
         checkpoint["channel_versions"] = {"x": "7.0"}
         checkpoint["channel_values"] = {"x": 7}
         plan = core.put(config(ids[-1]), checkpoint, {"step": 7}, {"x": "7.0"})
-        _, ops = drive(plan, ("batch:HSETNX,put_checkpoint", [1, in_namespace]), *then)
+        _, ops = drive(plan, ("batch:put_checkpoint", [in_namespace]), *then)
         return ops
 
     assert len(put(5)) == 1, "1 + 4 checkpoints: not yet"

@@ -29,18 +29,36 @@ def put_plan(core: Any, parent: str | None = None) -> Any:
 
 def test_put_is_one_round_trip_whole_or_not_at_all() -> None:
     core = make_core(ttl=60)
-    stored, (batch,) = drive(put_plan(core), ("batch:HSETNX,HSETNX,put_checkpoint", [1, 1, 1]))
+    stored, (batch,) = drive(put_plan(core), ("batch:put_checkpoint", [1]))
     assert batch.atomic, "with a ttl, MULTI: a value hash never lacks its expiry"
     script = batch.commands[-1]
     assert script.args[0] == 60 and script.args[1] == ""  # ttl, no lease held
     assert stored["configurable"]["thread_id"] == THREAD
 
 
+def test_small_values_go_inside_the_script_call_and_big_ones_ahead_of_it() -> None:
+    """A value sent ahead costs the script a check that it is there (HEXISTS) and Redis a
+    command of its own: only those too big to pass through Lua cheaply go ahead."""
+    core = make_core()
+    checkpoint = empty_checkpoint()
+    checkpoint["channel_values"] = {"a": 1, "big": "x" * 4000}
+    checkpoint["channel_versions"] = {"a": "1.0", "big": "1.0"}
+    plan = core.put(config(None), checkpoint, {"step": 1}, {"a": "1.0", "big": "1.0"})
+    _, (batch,) = drive(plan, ("batch:HSETNX,put_checkpoint", [1, 1]))
+    (_, bl, big_field, big_record), script = batch.commands
+    assert bl == core.keys.thread(THREAD).bl and len(big_record) > 2048
+    at = script.args.index("sent")
+    elements = script.args[at - 1]  # E, then "sent", then the E digests (none here)
+    ahead, field, small_field, small_record = script.args[at + 1 : at + 5]
+    assert (elements, ahead, field) == (0, 1, big_field) and 0 < len(small_record) <= 2048
+    assert small_field == core.keys.blob_field("", "a", "1.0")
+
+
 def test_writes_in_a_lease_carry_its_token() -> None:
     core = make_core()
     binding = fencing.bind(PREFIX, THREAD, "42")
     try:
-        _, (batch,) = drive(put_plan(core), ("batch:HSETNX,HSETNX,put_checkpoint", [1, 1, 1]))
+        _, (batch,) = drive(put_plan(core), ("batch:put_checkpoint", [1]))
     finally:
         fencing.unbind(binding)
     assert batch.commands[-1].args[1] == "42"
@@ -63,7 +81,7 @@ def test_a_refused_write_raises_the_typed_error_of_its_code(
     with pytest.raises(error) as raised:
         drive(
             put_plan(core, parent="p1"),
-            ("batch:HSETNX,HSETNX,put_checkpoint", [1, 1, ResponseError(refusal)]),
+            ("batch:put_checkpoint", [ResponseError(refusal)]),
         )
     for name, value in fields.items():
         assert getattr(raised.value, name) == value
@@ -75,7 +93,7 @@ def test_a_key_of_the_wrong_type_is_repaired_and_the_write_sent_again() -> None:
     tk = core.keys.thread(THREAD)
     _, ops = drive(
         put_plan(core),
-        ("batch:HSETNX,HSETNX,put_checkpoint", [1, 1, ResponseError("LGD_REPAIR wix")]),
+        ("batch:put_checkpoint", [ResponseError("LGD_REPAIR wix")]),
         ("batch:put_checkpoint", [1]),
     )
     first, (again,) = ops[0].commands[-1], ops[1].commands
@@ -86,10 +104,10 @@ def test_a_key_of_the_wrong_type_is_repaired_and_the_write_sent_again() -> None:
 def test_put_waits_for_replicas_and_says_when_too_few_acknowledged() -> None:
     core = make_core(wait_for_replicas=2, replica_timeout_ms=50)
     with pytest.raises(NotReplicatedError) as raised:
-        drive(put_plan(core), ("batch:HSETNX,HSETNX,put_checkpoint", [1, 1, 1, 1]))
+        drive(put_plan(core), ("batch:put_checkpoint", [1, 1]))
     assert (raised.value.wanted, raised.value.acknowledged) == (2, 1)
     # WAIT rides in the write's own round trip: it counts its connection's writes only
-    _, (batch,) = drive(put_plan(core), ("batch:HSETNX,HSETNX,put_checkpoint", [1, 1, 1, 2]))
+    _, (batch,) = drive(put_plan(core), ("batch:put_checkpoint", [1, 2]))
     assert batch.wait_replicas == (2, 50)
 
 
@@ -118,5 +136,5 @@ def test_lease_plans_hand_out_tokens_and_name_the_holder() -> None:
 
 def test_an_op_of_a_batch_is_counted_once() -> None:
     """Round trips are what a plan yields: a batch is one, whatever it holds."""
-    _, ops = drive(put_plan(make_core()), ("batch:HSETNX,HSETNX,put_checkpoint", [1, 1, 1]))
+    _, ops = drive(put_plan(make_core()), ("batch:put_checkpoint", [1]))
     assert len(ops) == 1 and isinstance(ops[0], Batch) and ops[0].wait_replicas is None

@@ -17,10 +17,12 @@
 --       parent: only while the namespace holds no checkpoint; once it does, they must
 --       be there too), 13+K .. 12+K+2U pairs (blob field, its "empty" record), 13+K+2U
 --       the number E of elements sent, then
---       14+K+2U "sent": the E element digests and the blob fields of the channels that
---                 changed, all already written by HSETNX in the same pipeline (big
---                 values cost Redis about as much again when they pass through Lua,
---                 so the usual path keeps them out)
+--       14+K+2U "sent": the E element digests, the number S of blob fields sent ahead
+--                 and those S fields of channels that changed, all already written
+--                 by HSET / HSETNX in the same pipeline (big values cost Redis about
+--                 as much again when they pass through Lua, so the usual path keeps
+--                 them out), then pairs (blob field, record) of the small ones, written
+--                 here (a value sent ahead costs a check here that one sent in does not)
 --       14+K+2U "inline": E pairs (digest, element), then pairs (blob field, record)
 --       and last, the namespace's head field and signed head (heads.py), both "" unsigned
 -- Returns the number of checkpoints the namespace now has (for keep_last retention; 0
@@ -37,6 +39,12 @@ local sent_elements = tonumber(ARGV[13 + kept + 2 * unwritten])
 local mode = 14 + kept + 2 * unwritten
 local sent = ARGV[mode] == 'sent'
 local last = #ARGV - 2  -- the last two: the namespace's head field and signed head, or ""
+local blobs_from, blobs_until, small_from = 0, -1, last + 1
+if sent then
+  blobs_from = mode + 2 + sent_elements
+  blobs_until = blobs_from + tonumber(ARGV[mode + 1 + sent_elements]) - 1
+  small_from = blobs_until + 1
+end
 
 -- A refused write leaves nothing behind: the values sent ahead of this script go again,
 -- unless the checkpoint is indexed already (a retried put whose first attempt went
@@ -48,7 +56,7 @@ local function refuse(err)
   if sent then
     local ok, indexed = pcall(redis.call, 'ZSCORE', KEYS[K_CPS], ARGV[3])
     if not (ok and indexed) then
-      for i = mode + 1 + sent_elements, last do pcall(redis.call, 'HDEL', KEYS[K_BL], ARGV[i]) end
+      for i = blobs_from, blobs_until do pcall(redis.call, 'HDEL', KEYS[K_BL], ARGV[i]) end
       if redis.call('EXISTS', KEYS[K_CPS], KEYS[K_WR]) == 0 then
         for i = mode + 1, mode + sent_elements do pcall(redis.call, 'HDEL', KEYS[K_EL], ARGV[i]) end
       end
@@ -122,9 +130,18 @@ if named ~= '' then
   end
 end
 if sent then
-  for i = mode + 1, last do
-    local ok, present = pcall(redis.call, 'HEXISTS', KEYS[i <= mode + sent_elements and K_EL or K_BL], ARGV[i])
+  for i = mode + 1, mode + sent_elements do
+    local ok, present = pcall(redis.call, 'HEXISTS', KEYS[K_EL], ARGV[i])
     if not ok or present == 0 then return -1 end
+  end
+  for i = blobs_from, blobs_until do
+    local ok, present = pcall(redis.call, 'HEXISTS', KEYS[K_BL], ARGV[i])
+    if not ok or present == 0 then return -1 end
+  end
+  for i = small_from, last, 2 do
+    if not pcall(redis.call, 'HSET', KEYS[K_BL], ARGV[i], ARGV[i + 1]) then
+      return -1  -- the hash has the wrong type: sent again inline, which repairs it first
+    end
   end
 else
   repair(ARGV[1])
