@@ -56,7 +56,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.harness import SAVERS, Bench  # after the path is set
-from benchmarks.report import machine_info, render, targets
+from benchmarks.report import machine_info, overloaded, render, targets
 from benchmarks.savers import OPENERS
 from benchmarks.workloads.a_graph import workload_graph
 from benchmarks.workloads.b_micro import workload_micro
@@ -206,6 +206,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(
         f"wrote {args.out / 'RESULTS.md'} and {args.out / 'results.json'} ({results['elapsed_s']:.0f} s)"
     )
+    refused = overloaded(results)
+    if refused:
+        print(refused)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import inspect
+import math
 import os
 import statistics
 import tempfile
@@ -72,6 +73,12 @@ def run_steps(
 
 def median_us(samples: Sequence[float]) -> float:
     return statistics.median(samples) * 1e6
+
+
+def p99_us(samples: Sequence[float]) -> float:
+    """The 99th percentile (nearest rank): with fewer than 100 samples, the worst."""
+    ordered = sorted(samples)
+    return ordered[max(0, math.ceil(0.99 * len(ordered)) - 1)] * 1e6
 
 
 async def _collect(aiter: Any) -> list[Any]:

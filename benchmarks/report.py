@@ -162,19 +162,25 @@ def targets(r: dict[str, Any]) -> list[dict[str, Any]]:
                 g.get("overhead_vs_redis_floor"),
                 OVERHEAD_GUARD,
             )
-            check(
-                f"{label} Redis server CPU per superstep vs the Redis floor",
-                g.get("redis_cpu_vs_floor"),
-                1.2,
+            # issue 44: at most what checkpoint-plainredis (no fencing, no integrity)
+            # costs Redis in the same run, through the same API (the aim: the floor)
+            rival = r["graph"]["savers"].get(
+                "plainredis" if key == "durable" else "plainredis-async"
             )
+            if rival and g.get("redis_cpu_us") and rival.get("redis_cpu_us"):
+                check(
+                    f"{label} Redis server CPU per superstep vs checkpoint-plainredis "
+                    "(aim: the floor)",
+                    g["redis_cpu_us"] / rival["redis_cpu_us"],
+                    1.0,
+                )
             check(
                 f"{label} Redis memory of a finished prose ReAct thread vs its text",
                 g.get("prose_memory_vs_text"),
                 3.0,
             )
         m = r.get("micro", {}).get("savers", {}).get(key)
-        if m:
-            check(f"{label} get_tuple vs InMemorySaver", m["get_tuple_ratio"], 1.15)
+        if m:  # get_tuple is guarded against its floor (d), issue 44
             check(f"{label} list10 vs InMemorySaver", m["list10_ratio"], 1.1)
             if "list10_any_ns_ratio" in m:
                 check(
@@ -195,9 +201,10 @@ def targets(r: dict[str, Any]) -> list[dict[str, Any]]:
     # verified, indexed) cannot reach a floor of unfenced plain writes; (d) still shows it.
     if "get_tuple_ratio" in fl:
         check(
-            "RedisSaver get_tuple vs floor (1 pipelined read + deserialize)",
+            "RedisSaver get_tuple vs floor (the newest checkpoint read by its known key + "
+            "deserialized)",
             fl["get_tuple_ratio"],
-            1.0,
+            1.15,
         )
     for f in ("put", "get_tuple"):
         if f"{f}_ratio" in fl.get("integrity", {}):
@@ -286,20 +293,40 @@ def source_label(src: dict[str, Any]) -> str:
     )
 
 
+def overloaded(r: dict[str, Any]) -> str | None:
+    """Why this run gives no verdict: a load average (1 min, at its start or end) above
+    the machine's cores means other work shared them, and the ratios say little."""
+    cores = r["machine"]["cores"] or 1
+    start = r["machine"]["load_average_at_start"][0]
+    end = r.get("load_average_at_end", [0.0])[0]
+    worst = max(start, end)
+    if worst > cores:
+        return (
+            f"no verdict: the load average was {worst:.2f} (start {start:.2f}, end "
+            f"{end:.2f}), above this machine's {cores} cores; the figures are printed, "
+            "run again on a quiet machine for a verdict"
+        )
+    return None
+
+
 def render_targets(r: dict[str, Any]) -> list[str]:
     def unit(t: dict[str, Any], v: float) -> str:
         return f"{v:.2f}×" if t["unit"] == "x" else f"{v:.2f} s"
 
+    refused = overloaded(r)
     rows = [
         [
             t["target"],
             unit(t, t["value"]),
             f"{t['op']} {unit(t, t['limit'])}",
-            "PASS" if t["pass"] else "**MISS**",
+            "—" if refused else "PASS" if t["pass"] else "**MISS**",
         ]
         for t in r.get("targets", [])
     ]
-    return section("Targets (langgraph-durable)", md_table(["target", "value", "limit", ""], rows))
+    head = [f"**{refused}.**", ""] if refused else []
+    return section(
+        "Targets (langgraph-durable)", *head, md_table(["target", "value", "limit", ""], rows)
+    )
 
 
 def render(r: dict[str, Any]) -> str:

@@ -43,12 +43,18 @@ def workload_micro(b: Bench, rounds: int, history: int = 20) -> dict[str, Any]:
 
 def render_micro(mi: dict[str, Any]) -> list[str]:
     rows = [
-        [label(k), *(f"{fu(v[f + '_us'])} ({fx(v[f + '_ratio'])})" for f in MICRO_FIGURES)]
+        [
+            label(k),
+            *(
+                f"{fu(v[f + '_us'])} / {fu(v.get(f + '_p99_us'))} ({fx(v[f + '_ratio'])})"
+                for f in MICRO_FIGURES
+            ),
+        ]
         for k, v in mi["savers"].items()
     ]
     return section(
         f"(b) micro: {mi['messages']}-message thread (~{mi['messages'] * PAYLOAD // 1000} KB), "
-        f"median of {mi['rounds']} rounds, µs (× InMemorySaver)",
+        f"p50 / p99 of {mi['rounds']} rounds, µs (p50 × InMemorySaver's)",
         f"Each round: put (only a small `counter` channel changed), put_writes (2 writes), "
         f"get_tuple(latest), list(limit=10). The thread starts with {mi['history']} "
         "checkpoints; the savers take turns every round.",

@@ -72,7 +72,10 @@ def render_length(ln: dict[str, Any]) -> list[str]:
                 [
                     label(k),
                     f"{int(level):,}",
-                    *(fu(figs.get(f + "_us")) for f in MICRO_FIGURES),
+                    *(
+                        f"{fu(figs.get(f + '_us'))} / {fu(figs.get(f + '_p99_us'))}"
+                        for f in MICRO_FIGURES
+                    ),
                     fu(figs["fill_us_per_put"]),
                 ]
             )
@@ -90,8 +93,8 @@ def render_length(ln: dict[str, Any]) -> list[str]:
             )
     levels = ", ".join(f"{x:,}" for x in ln["levels"])
     return section(
-        f"(c) thread length: micro figures (µs) at {levels} checkpoints per thread",
-        f"{ln['messages']}-message state; median of {ln['rounds']} rounds per level (they add "
+        f"(c) thread length: micro figures (µs, p50 / p99) at {levels} checkpoints per thread",
+        f"{ln['messages']}-message state; p50 / p99 of {ln['rounds']} rounds per level (they add "
         f"{ln['rounds']} checkpoints to the thread). Each level is a fresh thread filled by "
         f"puts; a saver whose fill would take over {ln['fill_budget_s']:g} s skips the level.",
         "",

@@ -14,7 +14,17 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, empty_checkpoint
 from langgraph.checkpoint.memory import InMemorySaver
 
-from benchmarks.harness import MICRO_FIGURES, PAYLOAD, Bench, Handle, K, Step, median_us, run_steps
+from benchmarks.harness import (
+    MICRO_FIGURES,
+    PAYLOAD,
+    Bench,
+    Handle,
+    K,
+    Step,
+    median_us,
+    p99_us,
+    run_steps,
+)
 from tests.helpers import graphs
 
 
@@ -99,8 +109,9 @@ def micro_steps(h: Handle, st: ThreadState, i: int) -> list[Step]:
 def micro_rounds(
     b: Bench, threads: dict[K, tuple[Handle, ThreadState]], rounds: int
 ) -> dict[K, dict[str, float]]:
-    """Median µs per figure per thread; the threads take turns every round, in a rotating
-    order, so drift on a shared machine hits all of them alike."""
+    """Median µs per figure per thread (and its 99th percentile, as ``<figure>_p99``); the
+    threads take turns every round, in a rotating order, so drift on a shared machine
+    hits all of them alike."""
     samples: dict[K, dict[str, list[float]]] = {k: {f: [] for f in MICRO_FIGURES} for k in threads}
     order = list(threads)
     for i in range(rounds):
@@ -111,7 +122,13 @@ def micro_rounds(
             st.config = ctx["put"]
             for name, d in durations.items():
                 samples[key][name].append(d)
-    return {k: {f: median_us(v) for f, v in figs.items()} for k, figs in samples.items()}
+    return {
+        k: {
+            **{f: median_us(v) for f, v in figs.items()},
+            **{f"{f}_p99": p99_us(v) for f, v in figs.items()},
+        }
+        for k, figs in samples.items()
+    }
 
 
 def floor_key(h: Handle) -> str:
