@@ -264,16 +264,19 @@ def _docs_elements(client: redis.Redis, saver: RedisSaver, thread_id: str) -> li
     return digests
 
 
+@pytest.mark.parametrize("how", ["truncated", "extended", "missing"])
 def test_a_long_lists_damage_is_found_by_the_puts_that_follow_within_their_turn(
     redis_url: str,
     key_prefix: str,
     redis_client: redis.Redis,
     caplog: pytest.LogCaptureFixture,
+    how: str,
 ) -> None:
     """A put checks a window of CHECKED_PER_PUT of the elements it names without sending
     (the cost stays flat as the thread grows), moved on from put to put: an element of a
-    40-element list truncated in place, no reader in between, is found and written
-    again within ceil(40 / 8) = 5 puts, wherever it sits in the list."""
+    40-element list truncated, extended or deleted in place, no reader in between, is
+    found and written again within ceil(40 / 8) = 5 puts, wherever it sits in the list
+    (the window's small elements are read whole in one HMGET, their lengths summed)."""
     from langgraph_durable.core.element_window import CHECKED_PER_PUT
 
     turns = -(-len(LONG_DOCS) // CHECKED_PER_PUT)
@@ -288,8 +291,12 @@ def test_a_long_lists_damage_is_found_by_the_puts_that_follow_within_their_turn(
             start = 100 * (round_ + 1)
 
             def damage(n: int, digest: bytes = digest, good: bytes = good, at: int = start) -> None:
-                if n == at:
-                    redis_client.hset(tk.el, digest, good[:-1])
+                if n == at and how == "missing":
+                    redis_client.hdel(tk.el, digest)
+                elif n == at:
+                    redis_client.hset(
+                        tk.el, digest, good[:-1] if how == "truncated" else good + b"!"
+                    )
 
             caplog.clear()
             with caplog.at_level("WARNING", logger="langgraph_durable"):
@@ -297,9 +304,8 @@ def test_a_long_lists_damage_is_found_by_the_puts_that_follow_within_their_turn(
                     {"n": start, "stop": start + turns + 1}, config("t")
                 )
             assert out["docs"] == LONG_DOCS
-            assert "damaged in Redis" in caplog.text, (
-                f"element {digests.index(digest)} never checked"
-            )
+            said = "missing in Redis" if how == "missing" else "damaged in Redis"
+            assert said in caplog.text, f"element {digests.index(digest)} never checked"
             assert redis_client.hget(tk.el, digest) == good, "the puts left the damage"
     with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as fresh:
         assert fresh.get_tuple(newest("t")).checkpoint["channel_values"]["docs"] == LONG_DOCS

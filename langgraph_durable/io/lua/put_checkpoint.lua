@@ -4,9 +4,11 @@
 --       or "", 6 min and 7 max ZLEXCOUNT bounds of the checkpoint's namespace (both ""
 --       without keep_last: nothing to count), 8 the parent's member or "", 9 the
 --       elements it names without sending them (elements.py), "" or either
---       "l<total>:<K>:<W>:" then 16-byte digests: the first W are this put's window,
---       the first K of which the writer knows by length (together <total> bytes); the
---       rest are checked only while the thread's quarantine holds anything, or
+--       "l<total>:<K>:<W>:<F>:" then 16-byte digests: the first W are this put's
+--       window, the first K of which the writer knows by length (together <total>
+--       bytes), the first F of those small enough to be read whole (one HMGET for
+--       them all: cheaper than an HSTRLEN each); the rest are checked only while the
+--       thread's quarantine holds anything, or
 --       "s<K>:" then K times a digest and the
 --       first 15 hex digits of the SHA-1 of its stored bytes, then 16-byte digests
 --       (the writer never held those: only that they are there), 10
@@ -95,12 +97,12 @@ end
 local named = ARGV[9]
 if named ~= '' then
   local by_bytes = string.sub(named, 1, 1) == 's'
-  local total, known, window, at
+  local total, known, window, fetched, at
   local checked_until = #named
   if by_bytes then
     known, at = string.match(named, '^s(%d+):()')
   else
-    total, known, window, at = string.match(named, '^l(%d+):(%d+):(%d+):()')
+    total, known, window, fetched, at = string.match(named, '^l(%d+):(%d+):(%d+):(%d+):()')
     local window_until = at + 16 * tonumber(window) - 1
     if window_until < #named and redis.call('EXISTS', KEYS[K_QT]) == 0 then
       checked_until = window_until
@@ -109,6 +111,20 @@ if named ~= '' then
   local known_until = at + (by_bytes and 31 or 16) * tonumber(known)
   local length_sum, all_read = 0, true
   local j = at
+  if not by_bytes and tonumber(fetched) > 0 then
+    local fields = {}
+    for f = 1, tonumber(fetched) do fields[f] = string.sub(named, j + 16 * (f - 1), j + 16 * f - 1) end
+    local ok, values = pcall(redis.call, 'HMGET', KEYS[K_EL], unpack(fields))
+    if ok then
+      for f = 1, #fields do
+        if not values[f] then return refuse('LGD_LOST element missing') end
+        length_sum = length_sum + #values[f]
+      end
+    else
+      all_read = false
+    end
+    j = j + 16 * #fields
+  end
   while j <= checked_until do
     local field = string.sub(named, j, j + 15)
     if by_bytes and j < known_until then
