@@ -72,25 +72,25 @@ def prose(length: int, seed: int) -> str:
     return corpus[start : start + length]
 
 
-def react_graph(rounds: int, payload: int = 200, *, realistic: bool = False) -> StateGraph:
-    """A ReAct-shaped loop: the 'model' asks for one tool call per round, `rounds` times,
-    with ``payload`` characters of text (``realistic``: prose, else one letter repeated)."""
+def react_graph(
+    rounds: int, payload: int = 200, *, realistic: bool = False, calls: int = 1
+) -> StateGraph:
+    """A ReAct-shaped loop: the 'model' asks for ``calls`` tool calls (at once) per round,
+    `rounds` times, with ``payload`` characters of text (``realistic``: prose, else one
+    letter repeated)."""
 
     def agent(state: MessagesState) -> dict[str, Any]:
-        done = sum(isinstance(m, ToolMessage) for m in state["messages"])
+        done = sum(isinstance(m, ToolMessage) for m in state["messages"]) // calls
         if done >= rounds:
             return {"messages": [AIMessage(content="final answer", id="ai-final")]}
-        return {
-            "messages": [
-                AIMessage(
-                    content=prose(payload, done) if realistic else "x" * payload,
-                    id=f"ai-{done}",
-                    tool_calls=[
-                        {"name": "lookup", "args": {"query": f"q{done}"}, "id": f"call_{done}"}
-                    ],
-                )
-            ]
-        }
+        tool_calls = [
+            {"name": "lookup", "args": {"query": f"q{done}-{i}"}, "id": f"call_{done}_{i}"}
+            for i in range(calls)
+        ]
+        if calls == 1:  # the ids and arguments the benchmark has always used
+            tool_calls = [{"name": "lookup", "args": {"query": f"q{done}"}, "id": f"call_{done}"}]
+        text = prose(payload, done) if realistic else "x" * payload
+        return {"messages": [AIMessage(content=text, id=f"ai-{done}", tool_calls=tool_calls)]}
 
     def route(state: MessagesState) -> str:
         last = state["messages"][-1]
@@ -107,28 +107,7 @@ def react_graph(rounds: int, payload: int = 200, *, realistic: bool = False) -> 
 
 def parallel_tools_graph(rounds: int, payload: int = 200, calls: int = 3) -> StateGraph:
     """``react_graph`` whose 'model' asks for ``calls`` tool calls at once every round."""
-
-    def agent(state: MessagesState) -> dict[str, Any]:
-        done = sum(isinstance(m, ToolMessage) for m in state["messages"]) // calls
-        if done >= rounds:
-            return {"messages": [AIMessage(content="final answer", id="ai-final")]}
-        tool_calls = [
-            {"name": "lookup", "args": {"query": f"q{done}-{i}"}, "id": f"call_{done}_{i}"}
-            for i in range(calls)
-        ]
-        return {"messages": [AIMessage("x" * payload, id=f"ai-{done}", tool_calls=tool_calls)]}
-
-    def route(state: MessagesState) -> str:
-        last = state["messages"][-1]
-        return "tools" if isinstance(last, AIMessage) and last.tool_calls else END
-
-    builder = StateGraph(MessagesState)
-    builder.add_node("agent", agent)
-    builder.add_node("tools", ToolNode([lookup]))
-    builder.add_edge(START, "agent")
-    builder.add_conditional_edges("agent", route, ["tools", END])
-    builder.add_edge("tools", "agent")
-    return builder
+    return react_graph(rounds, payload, calls=calls)
 
 
 def react_input(text: str = "hello") -> dict[str, Any]:
