@@ -1,6 +1,9 @@
 """Workload (g) of bench.py: a fresh process resumes a thread and runs one step.
 
-    python benchmarks/recovery_child.py SAVER TARGET PREFIX THREAD ROUNDS PAYLOAD
+    python benchmarks/recovery_child.py SAVER TARGET PREFIX THREAD ROUNDS PAYLOAD [STEPS]
+
+With STEPS, it is the worker that dies instead: it starts the thread, runs STEPS
+persisted supersteps, prints "ready" and waits for the SIGKILL the parent sends.
 
 SAVER is durable | sqlite | postgres | valkey | plainredis; TARGET is the Redis URL, the
 SQLite file or the Postgres conninfo. Prints one JSON line of wall-clock timestamps
@@ -66,6 +69,19 @@ def main() -> None:
     from langchain_core.runnables import RunnableConfig
 
     from tests.helpers import graphs  # the application's own graph code
+
+    if len(sys.argv) > 7:  # the worker that is SIGKILLed after STEPS supersteps
+        with connect(kind, cls, target, prefix) as saver:
+            graph = graphs.react_graph(int(rounds), int(payload)).compile(checkpointer=saver)
+            config = {"configurable": {"thread_id": thread}, "recursion_limit": 1000}
+            updates = graph.stream(
+                graphs.react_input(), config, durability="sync", stream_mode="updates"
+            )
+            for done, _ in enumerate(updates, 1):
+                if done >= int(sys.argv[7]):
+                    print("ready", flush=True)
+                    time.sleep(3600)  # until the SIGKILL
+        return
 
     stamps: dict[str, float] = {"start": T_START, "import": time.time()}
     with connect(kind, cls, target, prefix) as saver:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -47,8 +49,28 @@ def prepare_recovery_thread(h: Handle, thread: str, rounds: int, steps: int) -> 
             break
 
 
-def run_child(kind: str, target: str, prefix: str, thread: str, rounds: int) -> dict[str, Any]:
-    """Run recovery_child.py; its stage timestamps minus our launch time."""
+def kill_worker(kind: str, target: str, prefix: str, thread: str, rounds: int, steps: int) -> float:
+    """A worker process runs ``steps`` supersteps of the thread and is SIGKILLed: when."""
+    worker = subprocess.Popen(
+        [sys.executable, str(RECOVERY_CHILD), kind, target, prefix, thread, str(rounds),
+         str(PAYLOAD), str(steps)],
+        stdout=subprocess.PIPE, text=True, cwd=str(ROOT),
+    )  # fmt: skip
+    try:
+        assert worker.stdout is not None and worker.stdout.readline().strip() == "ready"
+        killed = time.time()
+        os.kill(worker.pid, signal.SIGKILL)
+    finally:
+        worker.kill()
+        worker.wait(timeout=60)
+    return killed
+
+
+def run_child(
+    kind: str, target: str, prefix: str, thread: str, rounds: int, killed: float | None = None
+) -> dict[str, Any]:
+    """Run recovery_child.py; its stage timestamps minus our launch time (and, when a
+    worker was SIGKILLed on the thread, the time from the kill to the resumed step)."""
     launched = time.time()
     proc = subprocess.run(
         [
@@ -78,6 +100,7 @@ def run_child(kind: str, target: str, prefix: str, thread: str, rounds: int) -> 
         "get_tuple_s": s["get_tuple"] - s["connect"],
         "step_s": s["step"] - s["get_tuple"],
         "total_s": s["step"] - launched,
+        **({"kill_to_step_s": s["step"] - killed} if killed is not None else {}),
         "resumed_from_step": result["resumed_from_step"],
         "step_after": result["step_after"],
     }
@@ -116,17 +139,20 @@ def workload_recovery(b: Bench, repeats: int, reads: int, competitors: bool) -> 
         target = child_target(b, h)
         if target is None:
             continue
-        clean, damaged = [], []
+        clean, damaged, killed = [], [], []
         for _ in range(repeats):
             thread = b.thread(h, "recover")
             prepare_recovery_thread(h, thread, rounds, steps)
             clean.append(run_child(h.family, *target, thread, rounds))
+            thread = b.thread(h, "killed")
+            at = kill_worker(h.family, *target, thread, rounds, steps)
+            killed.append(run_child(h.family, *target, thread, rounds, killed=at))
             if h.family == "durable":
                 thread = b.thread(h, "recover-dmg")
                 prepare_recovery_thread(h, thread, rounds, steps)
                 damage_newest_checkpoint(b.redis_url, b.prefix(h.key), thread)
                 damaged.append(run_child(h.family, *target, thread, rounds))
-        rows[key] = {"clean": median_dict(clean)}
+        rows[key] = {"clean": median_dict(clean), "SIGKILLed worker": median_dict(killed)}
         if damaged:
             rows[key]["damaged"] = median_dict(damaged)
     read_path = recovery_read_path(b, reads) if "durable" in b.handles else None
@@ -183,6 +209,7 @@ def render_recovery(rc: dict[str, Any]) -> list[str]:
             f"{s['get_tuple_s'] * 1000:.1f} ms",
             f"{s['step_s'] * 1000:.0f} ms",
             f"**{s['total_s']:.2f}**",
+            f"{s['kill_to_step_s']:.2f}" if "kill_to_step_s" in s else "",
             f"{s['resumed_from_step']} → {s['step_after']}",
         ]
         for k, v in rc["savers"].items()
@@ -193,7 +220,9 @@ def render_recovery(rc: dict[str, Any]) -> list[str]:
         f"A thread stopped after {rc['thread_supersteps']} supersteps of the 40-round ReAct "
         "graph. A new Python process imports, connects, reads the latest checkpoint and runs "
         "one persisted superstep. `damaged`: the newest checkpoint has one flipped bit, so the "
-        "read falls back one checkpoint. Seconds unless marked.",
+        "read falls back one checkpoint. `SIGKILLed worker`: a worker process ran the "
+        "supersteps and was SIGKILLed; the fresh one starts at once, and the last column "
+        "is the time from the SIGKILL to its first resumed superstep. Seconds unless marked.",
         "",
         md_table(
             [
@@ -205,6 +234,7 @@ def render_recovery(rc: dict[str, Any]) -> list[str]:
                 "get_tuple",
                 "one step",
                 "total",
+                "SIGKILL → next superstep",
                 "step read → after",
             ],
             rows,
