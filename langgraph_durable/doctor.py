@@ -219,6 +219,9 @@ def _eviction(config: Mapping[str, str | None]) -> Check:
     return Check("eviction", policy, OK)
 
 
+REPLICA_LAG_WARN_S = 5  # seconds since a replica last acknowledged: more is not in sync
+
+
 def _replicas(replication: Any, mode: str) -> Check:
     if not isinstance(replication, Mapping):
         return Check("replicas", "?", UNKNOWN, f"INFO replication refused: {replication}")
@@ -226,12 +229,17 @@ def _replicas(replication: Any, mode: str) -> Check:
     if not count:
         return Check("replicas", "none", WARN,
                      "cannot ride a failover; wait_for_replicas cannot be met")  # fmt: skip
-    lags = [
-        int(v.get("lag", 0)) if isinstance(v, Mapping) else 0
-        for k, v in replication.items()
-        if str(k).startswith("slave") and str(k)[5:].isdigit()
-    ]
-    value = f"{count} (lag {max(lags, default=0)} s)"
+    head = int(replication.get("master_repl_offset") or 0)
+    replicas = [v for k, v in replication.items() if str(k)[:5] == "slave" and str(k)[5:].isdigit()]
+    lags = [int(v.get("lag", 0)) for v in replicas if isinstance(v, Mapping)]
+    behind = [head - int(v.get("offset", head)) for v in replicas if isinstance(v, Mapping)]
+    value = f"{count} (lag {max(lags, default=0)} s, {max(behind, default=0):,} bytes behind)"
+    if (
+        any(v.get("state") != "online" for v in replicas if isinstance(v, Mapping))
+        or max(lags, default=0) > REPLICA_LAG_WARN_S
+    ):
+        return Check("replicas", value, WARN, "a replica is not in sync: a failover now "
+                     "loses what it lacks, and wait_for_replicas waits")  # fmt: skip
     if mode == "standalone":
         return Check("replicas", value, WARN,
                      "no Sentinel or Cluster in the URL: nothing promotes a replica")  # fmt: skip

@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import redis
 
-from langgraph_durable.doctor import check
+from langgraph_durable.doctor import REPLICA_LAG_WARN_S, check
 from tests.helpers.servers import start_server
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -139,16 +141,34 @@ def test_a_primary_with_a_replica_behind_sentinel_can_ride_a_failover(tmp_path: 
         str(tmp_path / "r"), "--save", "", "--replicaof", "127.0.0.1", str(primary.port)
     )
     watcher = start_sentinel(str(tmp_path), primary)
+    admin = redis.Redis(port=primary.port)
     try:
+        while admin.info("replication").get("slave0", {}).get("state") != "online":
+            time.sleep(0.02)  # in sync: what doctor is run against
         url = f"redis+sentinel://127.0.0.1:{watcher.port}/mymaster"
         report = check(url)
         got = {c.name: c for c in report.checks}
         assert got["mode"].value == "Sentinel"
         assert got["replicas"].status == "ok" and got["replicas"].value.startswith("1 (lag")
+        assert "bytes behind" in got["replicas"].value
         rows = {r.what: r.holds for r in report.crash_rows}
         assert rows["the Redis primary fails over to a replica"] is True
-        assert leftovers(redis.Redis(port=primary.port)) == []
+        assert leftovers(admin) == []
+        # A replica that stopped acknowledging (frozen here) is not in sync: a warning
+        replica.proc.send_signal(signal.SIGSTOP)
+        try:
+            admin.set("doctor-test-moves-the-offset", "1")
+            deadline = time.monotonic() + 60
+            while admin.info("replication")["slave0"]["lag"] <= REPLICA_LAG_WARN_S:
+                assert time.monotonic() < deadline, "the replica's lag never grew"
+                time.sleep(0.1)
+            got = {c.name: c for c in check(url).checks}
+            assert got["replicas"].status == "warn" and "not in sync" in got["replicas"].why
+        finally:
+            replica.proc.send_signal(signal.SIGCONT)
+            admin.delete("doctor-test-moves-the-offset")
     finally:
+        admin.close()
         watcher.stop()
         replica.stop()
         primary.stop()
