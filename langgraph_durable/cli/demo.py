@@ -46,6 +46,7 @@ from langgraph_durable.cli.demo_agent import (
     operator_answer,
     research_agent,
 )
+from langgraph_durable.core.fencing import this_worker
 from langgraph_durable.core.keys import KeySchema
 from langgraph_durable.core.ops import Command as RedisCommand
 from langgraph_durable.core.ops import Plan
@@ -147,6 +148,7 @@ def worker(
             "escalations": escalations,
             "final": out["messages"][-1].content,
             "seconds": round(time.monotonic() - started, 3),
+            "worker": this_worker(),  # the process that went on (the timeline names it)
         }
 
 

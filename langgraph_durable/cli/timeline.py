@@ -225,8 +225,9 @@ def _story(t: Timeline) -> list[tuple[float, str]]:
     for p in t.points:
         at = seconds_of(p.created) or 0.0
         where = f"step {p.step if p.step is not None else '?'}"
+        by = f" in worker {p.went_on}" if p.went_on else ""
         if p.gap_s is not None:
-            again = ", and ran again" if p.ran_again else ""
+            again = f", and ran again{by}" if p.ran_again else ""
             nodes = ", ".join(map(_node, p.nodes)) or "?"
             sentence = (
                 f"{where} ({nodes}) was written {_duration(p.gap_s)} after the step before "
@@ -235,7 +236,10 @@ def _story(t: Timeline) -> list[tuple[float, str]]:
             told.append((at, sentence))
         elif p.ran_again:
             told.append(
-                (at, f"{where} ran again: a call of it ran more than once or was asked about")
+                (
+                    at,
+                    f"{where} ran again{by}: a call of it ran more than once or was asked about",
+                )
             )
         if p.damaged:
             back = f"checkpoint {p.falls_back_to}" if p.falls_back_to else "nothing"

@@ -56,6 +56,7 @@ class Point:
     falls_back_to: str | None = None  # a damaged one: where reads go instead
     gap_s: float | None = None  # written this long after its parent, an outlier
     ran_again: bool = False  # its step's recorded calls ran more than once, or asked
+    went_on: str | None = None  # the process (host:pid) that wrote those calls last
 
 
 @dataclass
@@ -186,11 +187,11 @@ def _resumes(points: list[Point], calls: list[LedgerEntry]) -> list[Point]:
     )
     silences = [b - a for a, b in itertools.pairwise(events)]
     floor = max(GAP_MIN_S, GAP_FACTOR * statistics.median(silences)) if silences else 0.0
-    again = {
-        (graph_of_call(e.checkpoint_ns), e.step)
-        for e in calls
-        if not e.model_call and (e.attempts > 1 or e.escalations or e.outcome_unknown)
-    }
+    again: dict[tuple[str, int | None], str | None] = {}
+    for e in sorted(calls, key=lambda e: e.finished_at or e.started_at or 0.0):
+        if not e.model_call and (e.attempts > 1 or e.escalations or e.outcome_unknown):
+            place = (graph_of_call(e.checkpoint_ns), e.step)
+            again[place] = e.worker or again.get(place)  # the last writer that says
     out = []
     for p in points:
         at = seconds_of(p.created)
@@ -199,8 +200,10 @@ def _resumes(points: list[Point], calls: list[LedgerEntry]) -> list[Point]:
             before = [t for t in events if t < at]
             if before and at - before[-1] > floor:
                 gap = at - before[-1]
-        ran = (graph_of_checkpoint(p.checkpoint_ns), p.step) in again and not p.damaged
-        out.append(Point(**{**vars(p), "gap_s": gap, "ran_again": ran}))
+        place = (graph_of_checkpoint(p.checkpoint_ns), p.step)
+        ran = place in again and not p.damaged
+        went_on = again.get(place) if ran else None
+        out.append(Point(**{**vars(p), "gap_s": gap, "ran_again": ran, "went_on": went_on}))
     return out
 
 

@@ -88,9 +88,14 @@ class Lease:
         self.taken_over = value
 
 
+def this_worker() -> str:
+    """Which machine and process this is (host:pid), as leases and ledger records name it."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
 def new_owner() -> str:
     """Readable in LeaseHeldError and the CLI: which machine and process holds the thread."""
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    return f"{this_worker()}:{uuid.uuid4().hex[:8]}"
 
 
 def _lease_script(ctx: PlanContext, lease: Lease, op: str, token: str = "") -> Script:

@@ -144,6 +144,8 @@ class LedgerEntry:
     # The SHA-1 of the record this entry was read from or written as (not stored): a
     # settle writes over that record only (ledger_settle.lua).
     seen: str | None = default(default=None, compare=False)
+    # The process that wrote the record (host:pid): who went on after a crash (timeline).
+    worker: str | None = default(default=None, compare=False)
     # Operators' drops of recorded answers at this field: (by, reason, at, what), oldest
     # first; the newest is in force while ``state`` is DROPPED.
     drops: tuple[tuple[str | None, str | None, float, str], ...] = ()
@@ -185,6 +187,7 @@ def sealed_entry(ctx: PlanContext, thread_id: str, entry: LedgerEntry) -> tuple[
         "finished": entry.finished_at,
         "from": entry.diverged_from,
         "hint": entry.hint,
+        "w": entry.worker,
         "x": [entry.task_id, entry.run_id, entry.request, entry.journaled, entry.start],
         # decide.py's facts, apart from "x" so that earlier releases still read the record
         "y": [entry.message_id, list(entry.resumes), [list(p) for p in entry.parents]],
@@ -238,6 +241,7 @@ def open_entry(
             finished_at=_typed(body["finished"], float, int, None),
             diverged_from=body.get("from"),  # absent from records of earlier versions
             hint=body.get("hint"),
+            worker=_typed(body.get("w"), str, None),  # absent from earlier releases' records
             **_execution_facts(body),
             decisions={
                 _typed(slot, int): Decision(

@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from langgraph_durable.core.fencing import held_token
+from langgraph_durable.core.fencing import held_token, this_worker
 from langgraph_durable.core.heads import REPLAYED, ledger_mark
 from langgraph_durable.core.keys import LEDGER_RECORD
 from langgraph_durable.core.ledger_rollback import voided_runs
@@ -157,7 +157,9 @@ def write(
     args: list[Any] = [core.ttl_arg, token]
     run_ids: set[str] = set()
     written = []
+    worker = this_worker()
     for entry in entries:
+        entry = replace(entry, worker=worker)
         if entry.run_id:
             run_ids.add(entry.run_id)
         reason = damaged.get(entry.field) or ""

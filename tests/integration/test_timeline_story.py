@@ -139,6 +139,8 @@ def test_the_demos_timeline_tells_what_happened(demo: Any, tmp_path: Path, redis
     interrupted = verdict["interrupted_step"]
     assert "resumed after" in text and "the run stopped there" in text
     assert f"step {interrupted} ran again" in text
+    # ... by the worker that went on, named (host:pid), not the one SIGKILLed
+    assert f"ran again in worker {verdict['worker']}" in text
     assert any(
         label.startswith(f"step {interrupted} ") and "ran again" in label for label in labels
     )

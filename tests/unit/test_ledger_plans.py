@@ -172,6 +172,7 @@ def test_a_new_call_writes_its_intent_before_it_runs_and_its_result_after() -> N
     assert (intent.state, intent.attempts, intent.idempotency_key) == (INTENT, 1, site.key)
     assert intent.args == {"amount": 5} and intent.damage is None
     assert (intent.task_id, intent.start, intent.run_id) == ("task-1", START, "r1")
+    assert intent.worker == fencing.this_worker(), "who wrote it: the timeline names it"
     script = begin.commands[0]
     assert script.args[:5] == [60, "", 1, KeySchema.ledger_run_member("r1"), "r1"]
     # the run's index learns the thread in the same round trip (a rollback finds it)
