@@ -105,6 +105,9 @@ def run_thread(graph: Any, thread: str, fresh: bool, effects: Path, log: Path) -
             continue
         except DurableError as exc:
             what = f"{type(exc).__name__}: {exc}"[:300]
+            if exc.__context__ is not None:  # what it was raised over (LangGraph's own
+                cause = exc.__context__  # put of a checkpoint raises over the put before)
+                what += f" [after {type(cause).__name__}: {str(cause)[:300]}]"
             append(log, {"t": time.time(), "event": "durable_error", "error": what})
             inp = None
             continue

@@ -156,3 +156,81 @@ def test_an_intent_sent_again_after_its_reply_was_lost_goes_through(tmp_path: Pa
     finally:
         proxy.close()
         server.stop()
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_write_on_a_stale_replica_is_a_lost_server_not_a_lost_checkpoint(
+    tmp_path: Path, mode: str
+) -> None:
+    """A put reaches the demoted primary (a kept connection) that never had its parent:
+    its script would refuse with "the parent is gone" (``CheckpointLostError``) before
+    its first write met READONLY. Seen in the failover soak as a checkpoint acknowledged
+    and then "lost". A refusal is now made only where writes go: there, the server's own
+    READONLY, ridden out on the primary the endpoint reaches now."""
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    (tmp_path / "old").mkdir()
+    (tmp_path / "new").mkdir()
+    old, new = start_server(str(tmp_path / "old")), start_server(str(tmp_path / "new"))
+    proxy = FaultProxy("127.0.0.1", old.port)
+    admin_old, admin_new = redis.Redis(port=old.port), redis.Redis(port=new.port)
+    options: dict[str, Any] = {"key_prefix": "lgdstale2", "failover_timeout": 15.0}
+    thread = f"replica-{mode}"
+
+    def checkpoint(n: int) -> tuple[dict[str, Any], dict[str, Any]]:
+        cp = empty_checkpoint()
+        cp["channel_values"] = {"n": n}
+        cp["channel_versions"] = {"n": f"{n:032}.0.5"}
+        return cp, {"n": cp["channel_versions"]["n"]}
+
+    def first_put(saver: Any) -> dict[str, Any]:
+        cp, versions = checkpoint(1)
+        return saver.put({"configurable": {"thread_id": thread, "checkpoint_ns": ""}}, cp,
+                         {"source": "input", "step": -1}, versions)  # fmt: skip
+
+    def the_endpoint_moves_and_the_other_worker_puts(parent: dict[str, Any]) -> dict[str, Any]:
+        wait_for(
+            lambda: (
+                admin_new.info("replication")["slave_repl_offset"]
+                >= admin_old.info("replication")["master_repl_offset"]
+            ),
+            "the replica holds the first checkpoint",
+        )
+        admin_new.replicaof("no", "one")
+        admin_old.config_set("masterauth", "not-the-password")
+        admin_old.replicaof("127.0.0.1", str(new.port))
+        proxy.move_to("127.0.0.1", new.port)
+        with RedisSaver.from_conn_string(new.url, **options) as other:
+            cp, versions = checkpoint(2)
+            return other.put(parent, cp, {"source": "loop", "step": 0}, versions)
+
+    try:
+        admin_new.replicaof("127.0.0.1", str(old.port))
+        meta = {"source": "loop", "step": 1}
+        if mode == "sync":
+            with RedisSaver.from_conn_string(proxy.url, **options) as worker:
+                second = the_endpoint_moves_and_the_other_worker_puts(first_put(worker))
+                cp3, versions3 = checkpoint(3)  # its id is the newest
+                third = worker.put(second, cp3, meta, versions3)  # on its kept connection
+        else:
+
+            async def run() -> dict[str, Any]:
+                async with AsyncRedisSaver.from_conn_string(proxy.url, **options) as worker:
+                    cp, versions = checkpoint(1)
+                    root = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+                    first = await worker.aput(root, cp, {"source": "input", "step": -1}, versions)
+                    second = the_endpoint_moves_and_the_other_worker_puts(first)
+                    cp3, versions3 = checkpoint(3)
+                    return await worker.aput(second, cp3, meta, versions3)
+
+            third = asyncio.run(run())
+        with RedisSaver.from_conn_string(new.url, **options) as reader:
+            newest = reader.get_tuple({"configurable": {"thread_id": thread}})
+        assert newest is not None and newest.config == third
+        assert newest.checkpoint["channel_values"] == {"n": 3}
+    finally:
+        admin_old.close()
+        admin_new.close()
+        proxy.close()
+        old.stop()
+        new.stop()

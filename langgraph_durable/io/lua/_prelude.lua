@@ -66,6 +66,19 @@ local function next_generation()
   redis.call('SET', KEYS[K_GEN], now[1] .. string.format('%06d', now[2]))
 end
 
+-- A refusal decided from what this server holds means something only where writes go:
+-- a replica (a demoted primary a stale connection still reaches, one restarted from its
+-- disk) holds an older state. There its READONLY is the answer (the client rides it out
+-- like any demotion and asks for the primary again), found by a write that changes
+-- nothing (SETRANGE of nothing: no key made, nothing replicated). The message, or nil.
+local function not_writable()
+  local res = redis.pcall('SETRANGE', KEYS[K_GEN], 0, '')
+  if type(res) == 'table' and res.err and string.find(res.err, 'READONLY', 1, true) then
+    return (string.gsub(res.err, '^%-', ''))
+  end
+  return nil
+end
+
 -- The value of STRING key i (false if none), or nil and true if it holds another type.
 local function string_at(i)
   local ok, value = pcall(redis.call, 'GET', KEYS[i])
@@ -78,7 +91,7 @@ end
 -- worker holds the lease. A lease or fence key of the wrong type (damage) refuses both,
 -- typed: the next acquire (lease.lua) sets them right. Returns the error to reply with,
 -- or nil to go ahead.
-local function fence_denial(token)
+local function fence_denial_here(token)
   if token == '' then
     local holder, damaged = string_at(K_LEASE)
     if damaged then return 'LGD_LEASED ? -1' end
@@ -92,6 +105,12 @@ local function fence_denial(token)
     return 'LGD_FENCED ' .. token .. ' ' .. (newest or 'none')
   end
   return nil
+end
+
+-- fence_denial_here, unless this server is a replica (not_writable): then its READONLY.
+local function fence_denial(token)
+  local denial = fence_denial_here(token)
+  return denial and (not_writable() or denial)
 end
 
 -- Members of the writes of checkpoint `member` are exactly [member.."\0", member.."\1").

@@ -22,10 +22,14 @@ local expectations = 5 + 2 * tonumber(ARGV[3])
 local first = expectations + 3 * tonumber(ARGV[expectations - 1])
 for i = expectations, first - 1, 3 do
   local current = redis.call('HGET', KEYS[K_LG], ARGV[i])
+  local changed = ARGV[i + 1] ~= ''
   if current then
     local seen = redis.sha1hex(current)
-    if seen ~= ARGV[i + 1] and seen ~= ARGV[i + 2] then return ARGV[i] end
-  elseif ARGV[i + 1] ~= '' then
+    changed = seen ~= ARGV[i + 1] and seen ~= ARGV[i + 2]
+  end
+  if changed then
+    local readonly = not_writable()  -- a replica's older state: not a change
+    if readonly then return redis.error_reply(readonly) end
     return ARGV[i]
   end
 end

@@ -55,6 +55,8 @@ end
 -- unless the thread has no checkpoint and no pending write (deleted during the run): then
 -- nothing names them, and they would stay with no expiry.
 local function refuse(err)
+  local readonly = not_writable()  -- a replica's older state proves nothing lost
+  if readonly then return redis.error_reply(readonly) end
   if sent then
     local ok, indexed = pcall(redis.call, 'ZSCORE', KEYS[K_CPS], ARGV[3])
     if not (ok and indexed) then
