@@ -21,6 +21,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +32,7 @@ import redis
 from langgraph_durable import AsyncRedisSaver, RedisSaver, ToolLedger
 from tests.helpers.fault_proxy import FaultProxy
 from tests.helpers.ledger_agent import POLICIES, START_INPUT, Effects, agent_graph
-from tests.helpers.servers import start_server
+from tests.helpers.servers import Server, start_server
 
 SAFETY = 60.0  # a safety net on every wait: each ends on its event
 
@@ -46,75 +48,96 @@ def effects_by_call(effects: Effects) -> Counter[str]:
     return Counter(e["tool"] for e in effects.lines() if e["kind"] == "effect")
 
 
-@pytest.mark.parametrize("mode", ["sync", "async"])
-def test_a_stale_read_repeats_no_recorded_call(tmp_path: Path, mode: str) -> None:
+@dataclass
+class Endpoint:
+    """A primary (``old``) with a replica (``new``), reached through a proxy."""
+
+    old: Server
+    new: Server
+    proxy: FaultProxy
+    admin_old: redis.Redis
+    admin_new: redis.Redis
+
+    def moves(self) -> None:
+        """Once ``new`` holds every write: ``new`` promoted; ``old`` demoted, its link to
+        ``new`` refused (it keeps serving what it holds); new connections through the
+        proxy reach ``new``, open ones still reach ``old``."""
+
+        def replicated() -> bool:
+            offset = self.admin_old.info("replication")["master_repl_offset"]
+            info = self.admin_new.info("replication")
+            return info.get("master_link_status") == "up" and info["slave_repl_offset"] >= offset
+
+        wait_for(replicated, "the replica holds every write")
+        self.admin_new.replicaof("no", "one")
+        self.admin_old.config_set("masterauth", "not-the-password")  # its sync is refused
+        self.admin_old.replicaof("127.0.0.1", str(self.new.port))
+        self.proxy.move_to("127.0.0.1", self.new.port)
+
+
+@pytest.fixture
+def endpoint(tmp_path: Path) -> Iterator[Endpoint]:
     (tmp_path / "old").mkdir()
     (tmp_path / "new").mkdir()
     old, new = start_server(str(tmp_path / "old")), start_server(str(tmp_path / "new"))
     proxy = FaultProxy("127.0.0.1", old.port)
     admin_old, admin_new = redis.Redis(port=old.port), redis.Redis(port=new.port)
-    effects = Effects(str(tmp_path / "effects"))
-    config = {"configurable": {"thread_id": f"stale-{mode}"}}
-    options: dict[str, Any] = {"key_prefix": "lgdstale", "failover_timeout": 15.0}
-
-    def replicated() -> bool:
-        offset = admin_old.info("replication")["master_repl_offset"]
-        info = admin_new.info("replication")
-        return info.get("master_link_status") == "up" and info["slave_repl_offset"] >= offset
-
-    def the_endpoint_moves() -> None:
-        """``new`` promoted; ``old`` demoted, its link to ``new`` refused (it keeps
-        serving what it holds); new connections through the proxy reach ``new``."""
-        wait_for(replicated, "the replica holds the agent's checkpoint")
-        admin_new.replicaof("no", "one")
-        admin_old.config_set("masterauth", "not-the-password")  # its sync is refused
-        admin_old.replicaof("127.0.0.1", str(new.port))
-        proxy.move_to("127.0.0.1", new.port)
-
-    def another_worker_runs_the_calls() -> None:
-        with RedisSaver.from_conn_string(new.url, **options) as other:
-            graph = agent_graph(ToolLedger(other, policies=POLICIES), effects)
-            graph.compile(checkpointer=other, interrupt_after=["tools"]).invoke(None, config)
-        assert effects_by_call(effects) == {"charge": 1, "send_email": 1, "create_ticket": 1}
-        assert admin_old.info("replication")["master_link_status"] == "down"
-
     try:
         admin_new.replicaof("127.0.0.1", str(old.port))
-        if mode == "sync":
-            with RedisSaver.from_conn_string(proxy.url, **options) as worker:
-                ledger = ToolLedger(worker, policies=POLICIES)
-                graph = agent_graph(ledger, effects).compile(
-                    checkpointer=worker, interrupt_before=["tools"]
-                )
-                graph.invoke(START_INPUT, config)  # its connection is kept: it reaches `old`
-                the_endpoint_moves()
-                another_worker_runs_the_calls()
-                graph.invoke(None, config)
-                values = graph.get_state(config).values
-        else:
-
-            async def run() -> dict[str, Any]:
-                async with AsyncRedisSaver.from_conn_string(proxy.url, **options) as worker:
-                    ledger = ToolLedger(worker, policies=POLICIES)
-                    graph = agent_graph(ledger, effects).compile(
-                        checkpointer=worker, interrupt_before=["tools"]
-                    )
-                    await graph.ainvoke(START_INPUT, config)
-                    the_endpoint_moves()
-                    another_worker_runs_the_calls()
-                    await graph.ainvoke(None, config)
-                    return (await graph.aget_state(config)).values
-
-            values = asyncio.run(run())
-        assert effects_by_call(effects) == {"charge": 1, "send_email": 1, "create_ticket": 1}
-        results = [m.content for m in values["messages"] if m.type == "tool"]
-        assert results == ["charged 10", "sent to user0@example.com", "ticket 'follow up' opened"]
+        yield Endpoint(old, new, proxy, admin_old, admin_new)
     finally:
         admin_old.close()
         admin_new.close()
         proxy.close()
         old.stop()
         new.stop()
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_stale_read_repeats_no_recorded_call(
+    endpoint: Endpoint, tmp_path: Path, mode: str
+) -> None:
+    effects = Effects(str(tmp_path / "effects"))
+    config = {"configurable": {"thread_id": f"stale-{mode}"}}
+    options: dict[str, Any] = {"key_prefix": "lgdstale", "failover_timeout": 15.0}
+    proxy = endpoint.proxy
+
+    def another_worker_runs_the_calls() -> None:
+        with RedisSaver.from_conn_string(endpoint.new.url, **options) as other:
+            graph = agent_graph(ToolLedger(other, policies=POLICIES), effects)
+            graph.compile(checkpointer=other, interrupt_after=["tools"]).invoke(None, config)
+        assert effects_by_call(effects) == {"charge": 1, "send_email": 1, "create_ticket": 1}
+        assert endpoint.admin_old.info("replication")["master_link_status"] == "down"
+
+    if mode == "sync":
+        with RedisSaver.from_conn_string(proxy.url, **options) as worker:
+            ledger = ToolLedger(worker, policies=POLICIES)
+            graph = agent_graph(ledger, effects).compile(
+                checkpointer=worker, interrupt_before=["tools"]
+            )
+            graph.invoke(START_INPUT, config)  # its connection is kept: it reaches `old`
+            endpoint.moves()
+            another_worker_runs_the_calls()
+            graph.invoke(None, config)
+            values = graph.get_state(config).values
+    else:
+
+        async def run() -> dict[str, Any]:
+            async with AsyncRedisSaver.from_conn_string(proxy.url, **options) as worker:
+                ledger = ToolLedger(worker, policies=POLICIES)
+                graph = agent_graph(ledger, effects).compile(
+                    checkpointer=worker, interrupt_before=["tools"]
+                )
+                await graph.ainvoke(START_INPUT, config)
+                endpoint.moves()
+                another_worker_runs_the_calls()
+                await graph.ainvoke(None, config)
+                return (await graph.aget_state(config)).values
+
+        values = asyncio.run(run())
+    assert effects_by_call(effects) == {"charge": 1, "send_email": 1, "create_ticket": 1}
+    results = [m.content for m in values["messages"] if m.type == "tool"]
+    assert results == ["charged 10", "sent to user0@example.com", "ticket 'follow up' opened"]
 
 
 def test_an_intent_sent_again_after_its_reply_was_lost_goes_through(tmp_path: Path) -> None:
@@ -160,7 +183,7 @@ def test_an_intent_sent_again_after_its_reply_was_lost_goes_through(tmp_path: Pa
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_a_write_on_a_stale_replica_is_a_lost_server_not_a_lost_checkpoint(
-    tmp_path: Path, mode: str
+    endpoint: Endpoint, mode: str
 ) -> None:
     """A put reaches the demoted primary (a kept connection) that never had its parent:
     its script would refuse with "the parent is gone" (``CheckpointLostError``) before
@@ -169,68 +192,42 @@ def test_a_write_on_a_stale_replica_is_a_lost_server_not_a_lost_checkpoint(
     READONLY, ridden out on the primary the endpoint reaches now."""
     from langgraph.checkpoint.base import empty_checkpoint
 
-    (tmp_path / "old").mkdir()
-    (tmp_path / "new").mkdir()
-    old, new = start_server(str(tmp_path / "old")), start_server(str(tmp_path / "new"))
-    proxy = FaultProxy("127.0.0.1", old.port)
-    admin_old, admin_new = redis.Redis(port=old.port), redis.Redis(port=new.port)
     options: dict[str, Any] = {"key_prefix": "lgdstale2", "failover_timeout": 15.0}
     thread = f"replica-{mode}"
+    root = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+    meta = {"source": "loop", "step": 1}
 
     def checkpoint(n: int) -> tuple[dict[str, Any], dict[str, Any]]:
-        cp = empty_checkpoint()
+        cp = empty_checkpoint()  # its id is the newest yet
         cp["channel_values"] = {"n": n}
         cp["channel_versions"] = {"n": f"{n:032}.0.5"}
         return cp, {"n": cp["channel_versions"]["n"]}
 
-    def first_put(saver: Any) -> dict[str, Any]:
-        cp, versions = checkpoint(1)
-        return saver.put({"configurable": {"thread_id": thread, "checkpoint_ns": ""}}, cp,
-                         {"source": "input", "step": -1}, versions)  # fmt: skip
-
     def the_endpoint_moves_and_the_other_worker_puts(parent: dict[str, Any]) -> dict[str, Any]:
-        wait_for(
-            lambda: (
-                admin_new.info("replication")["slave_repl_offset"]
-                >= admin_old.info("replication")["master_repl_offset"]
-            ),
-            "the replica holds the first checkpoint",
-        )
-        admin_new.replicaof("no", "one")
-        admin_old.config_set("masterauth", "not-the-password")
-        admin_old.replicaof("127.0.0.1", str(new.port))
-        proxy.move_to("127.0.0.1", new.port)
-        with RedisSaver.from_conn_string(new.url, **options) as other:
+        endpoint.moves()
+        with RedisSaver.from_conn_string(endpoint.new.url, **options) as other:
             cp, versions = checkpoint(2)
             return other.put(parent, cp, {"source": "loop", "step": 0}, versions)
 
-    try:
-        admin_new.replicaof("127.0.0.1", str(old.port))
-        meta = {"source": "loop", "step": 1}
-        if mode == "sync":
-            with RedisSaver.from_conn_string(proxy.url, **options) as worker:
-                second = the_endpoint_moves_and_the_other_worker_puts(first_put(worker))
-                cp3, versions3 = checkpoint(3)  # its id is the newest
-                third = worker.put(second, cp3, meta, versions3)  # on its kept connection
-        else:
+    if mode == "sync":
+        with RedisSaver.from_conn_string(endpoint.proxy.url, **options) as worker:
+            cp, versions = checkpoint(1)
+            first = worker.put(root, cp, {"source": "input", "step": -1}, versions)
+            second = the_endpoint_moves_and_the_other_worker_puts(first)
+            cp3, versions3 = checkpoint(3)
+            third = worker.put(second, cp3, meta, versions3)  # on its kept connection
+    else:
 
-            async def run() -> dict[str, Any]:
-                async with AsyncRedisSaver.from_conn_string(proxy.url, **options) as worker:
-                    cp, versions = checkpoint(1)
-                    root = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
-                    first = await worker.aput(root, cp, {"source": "input", "step": -1}, versions)
-                    second = the_endpoint_moves_and_the_other_worker_puts(first)
-                    cp3, versions3 = checkpoint(3)
-                    return await worker.aput(second, cp3, meta, versions3)
+        async def run() -> dict[str, Any]:
+            async with AsyncRedisSaver.from_conn_string(endpoint.proxy.url, **options) as worker:
+                cp, versions = checkpoint(1)
+                first = await worker.aput(root, cp, {"source": "input", "step": -1}, versions)
+                second = the_endpoint_moves_and_the_other_worker_puts(first)
+                cp3, versions3 = checkpoint(3)
+                return await worker.aput(second, cp3, meta, versions3)  # kept connection
 
-            third = asyncio.run(run())
-        with RedisSaver.from_conn_string(new.url, **options) as reader:
-            newest = reader.get_tuple({"configurable": {"thread_id": thread}})
-        assert newest is not None and newest.config == third
-        assert newest.checkpoint["channel_values"] == {"n": 3}
-    finally:
-        admin_old.close()
-        admin_new.close()
-        proxy.close()
-        old.stop()
-        new.stop()
+        third = asyncio.run(run())
+    with RedisSaver.from_conn_string(endpoint.new.url, **options) as reader:
+        newest = reader.get_tuple({"configurable": {"thread_id": thread}})
+    assert newest is not None and newest.config == third
+    assert newest.checkpoint["channel_values"] == {"n": 3}
