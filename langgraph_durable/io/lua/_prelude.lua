@@ -70,9 +70,10 @@ end
 -- a replica (a demoted primary a stale connection still reaches, one restarted from its
 -- disk) holds an older state. There its READONLY is the answer (the client rides it out
 -- like any demotion and asks for the primary again), found by a write that changes
--- nothing (SETRANGE of nothing: no key made, nothing replicated). The message, or nil.
+-- nothing (no checkpoint member is empty: nothing removed, nothing replicated; ZREM is
+-- in the documented minimal ACL). The message, or nil.
 local function not_writable()
-  local res = redis.pcall('SETRANGE', KEYS[K_GEN], 0, '')
+  local res = redis.pcall('ZREM', KEYS[K_CPS], '')
   if type(res) == 'table' and res.err and string.find(res.err, 'READONLY', 1, true) then
     return (string.gsub(res.err, '^%-', ''))
   end
