@@ -101,6 +101,21 @@ def usable(client: Any) -> bool:
     )
 
 
+def _disconnect_idle(pool: Any) -> None:
+    """Close the pool's idle connections (they reach the server a refusal came from)."""
+    try:
+        pool.disconnect(inuse_connections=False)
+    except TypeError:  # a pool whose disconnect closes every connection (older redis-py)
+        pass
+
+
+async def _adisconnect_idle(pool: Any) -> None:
+    try:
+        await pool.disconnect(inuse_connections=False)
+    except TypeError:
+        pass
+
+
 def _refused_by_state(results: list[Any]) -> bool:
     """Whether a reply refused its command for the server's state (``failover.py``): a
     demoted primary, a cluster healing. The connection may reach a server that is no
@@ -205,7 +220,7 @@ def round_trip(
         for stale in [conn, *kept.taken(idle)]:
             stale.disconnect()
             pool.release(stale)
-        pool.disconnect(inuse_connections=False)
+        _disconnect_idle(pool)
     elif not kept.keep(idle, conn):
         pool.release(conn)
     return results  # type: ignore[no-any-return]
@@ -282,7 +297,7 @@ async def around_trip(
         for stale in [conn, *kept.taken(idle)]:
             await stale.disconnect()
             await pool.release(stale)
-        await pool.disconnect(inuse_connections=False)
+        await _adisconnect_idle(pool)
     elif not kept.keep(idle, conn):
         await pool.release(conn)
     return results  # type: ignore[no-any-return]
