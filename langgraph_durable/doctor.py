@@ -230,22 +230,19 @@ def _replicas(replication: Any, mode: str) -> Check:
         return Check("replicas", "none", WARN,
                      "cannot ride a failover; wait_for_replicas cannot be met")  # fmt: skip
     head = int(replication.get("master_repl_offset") or 0)
-    replicas = [v for k, v in replication.items() if str(k)[:5] == "slave" and str(k)[5:].isdigit()]
-    lags = [int(v.get("lag", 0)) for v in replicas if isinstance(v, Mapping)]
-    behind = [head - int(v.get("offset", head)) for v in replicas if isinstance(v, Mapping)]
-    value = f"{count} (lag {max(lags, default=0)} s, {max(behind, default=0):,} bytes behind)"
-    if (
-        any(v.get("state") != "online" for v in replicas if isinstance(v, Mapping))
-        or max(lags, default=0) > REPLICA_LAG_WARN_S
-    ):
-        return Check("replicas", value, WARN, "a replica is not in sync: a failover now "
-                     "loses what it lacks, and wait_for_replicas waits")  # fmt: skip
-    if mode == "standalone":
-        return Check("replicas", value, WARN,
-                     "no Sentinel or Cluster in the URL: nothing promotes a replica")  # fmt: skip
-    return Check(
-        "replicas", value, OK, f"set wait_for_replicas={count}: every replica holds a write"
-    )
+    each = [v for k, v in replication.items() if str(k)[:5] == "slave" and isinstance(v, Mapping)]
+    lag = max((int(v.get("lag", 0)) for v in each), default=0)
+    behind = max((head - int(v.get("offset", head)) for v in each), default=0)
+    value = f"{count} (lag {lag} s, {behind:,} bytes behind)"
+    if any(v.get("state") != "online" for v in each) or lag > REPLICA_LAG_WARN_S:
+        why = "a replica is not in sync: a failover now loses what it lacks, and WAIT waits"
+    elif mode == "standalone":
+        why = "no Sentinel or Cluster in the URL: nothing promotes a replica"
+    else:
+        return Check(
+            "replicas", value, OK, f"set wait_for_replicas={count}: every replica holds a write"
+        )
+    return Check("replicas", value, WARN, why)
 
 
 def _scratch_checks(
