@@ -53,10 +53,13 @@ WORKLOADS: dict[str, Callable[[int], Any]] = {
 def snapshot(admin: redis.Redis) -> dict[str, Any]:
     stats = admin.info("commandstats")
     cpu = admin.info("cpu")
+    stats_ = admin.info("stats")
     return {
         "calls": Counter({k[8:]: v["calls"] for k, v in stats.items() if k not in IGNORED}),
         "usec": Counter({k[8:]: v["usec"] for k, v in stats.items() if k not in IGNORED}),
-        "bytes": admin.info("stats")["total_net_input_bytes"],
+        "bytes": stats_["total_net_input_bytes"],
+        # read events: about one per round trip (this script's own two INFO reads included)
+        "reads": stats_.get("total_reads_processed", 0),
         "cpu": cpu["used_cpu_user"] + cpu["used_cpu_sys"],
     }
 
@@ -141,7 +144,13 @@ def measure(
         out[kind] = {
             "commands": {c: v / supersteps for c, v in sorted(last["calls"].items()) if v},
             "commands_total": sum(last["calls"].values()) / supersteps,
+            "usec_by_command": {
+                c: statistics.median(r["usec"][c] for r in got) / supersteps
+                for c in sorted(last["calls"])
+                if last["calls"][c]
+            },
             "bytes": last["bytes"] / supersteps,
+            "round_trips": (last["reads"] - 3) / supersteps,
             "command_usec": statistics.median(sum(r["usec"].values()) for r in got) / supersteps,
             "cpu_usec": statistics.median(r["cpu"] for r in got) * 1e6 / supersteps,
         }
@@ -178,13 +187,15 @@ def main() -> None:
     for workload, by_kind in results.items():
         print(f"\n## {workload}, per superstep ({2 * args.rounds + 1} supersteps)\n")
         print(
-            "| saver | commands | bytes received | command µs | Redis CPU µs | commands by name |"
+            "| saver | commands | round trips | bytes received | command µs | Redis CPU µs "
+            "| commands by name |"
         )
-        print("|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|")
         for kind, got in by_kind.items():
             names = ", ".join(f"{c} {v:.1f}" for c, v in got["commands"].items())
             print(
-                f"| {kind} | {got['commands_total']:.1f} | {got['bytes']:,.0f} | "
+                f"| {kind} | {got['commands_total']:.1f} | {got['round_trips']:.1f} | "
+                f"{got['bytes']:,.0f} | "
                 f"{got['command_usec']:.0f} | {got['cpu_usec']:.0f} | {names} |"
             )
     if args.out:

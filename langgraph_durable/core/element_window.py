@@ -1,4 +1,4 @@
-"""Which elements a put checks without sending them (``put_checkpoint.lua``, ARGV 9).
+"""Which elements a put checks without sending them, and how.
 
 Owns the window: the elements a checkpoint's manifests name and its put does not send
 are checked by length against what this process wrote or verified, ``CHECKED_PER_PUT``
@@ -12,6 +12,8 @@ grows; all of them once the thread's quarantine holds anything; by their bytes w
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from typing import Any
 
 from langgraph_durable.core.element_cache import ElementCache
 from langgraph_durable.core.manifests import every_digest
@@ -22,6 +24,60 @@ CHECKED_PER_PUT = 8
 FETCHED_MAX = 16384
 
 
+@dataclass(frozen=True)
+class Window:
+    """A put's check of the elements it names without sending, by length: plain reads
+    in the put's own round trip, ahead of its script (Redis copies a reply to the socket
+    at little cost; into the script's Lua it would hash every byte, ~13 instructions a
+    byte, and cost a Lua call a field). Each field with the length this process wrote
+    or verified (None: it never held it, only that it is there counts)."""
+
+    fetched: tuple[tuple[bytes, int], ...]  # known and small: read whole by one HMGET
+    by_length: tuple[tuple[bytes, int | None], ...]  # HSTRLEN each (0: missing)
+    rest: tuple[bytes, ...]  # the others: checked only while the quarantine holds any
+
+    def commands(self, el: str, qt: str) -> list[tuple[Any, ...]]:
+        """The reads, in the order ``finding`` reads their replies."""
+        reads: list[tuple[Any, ...]] = []
+        if self.fetched:
+            reads.append(("HMGET", el, *(f for f, _ in self.fetched)))
+        reads.extend(("HSTRLEN", el, f) for f, _ in self.by_length)
+        if self.rest:
+            reads.append(("EXISTS", qt))
+        return reads
+
+    def finding(self, replies: list[Any]) -> str | None:
+        """From the replies of ``commands``: "missing" or "damaged" (a length that is not
+        the one this process knows) for the first element found so, "unchecked" when the
+        quarantine holds anything (then ``rest`` is to be checked too: ``of_rest``), or
+        None. A reply that is an error (a hash of the wrong type) proves nothing here:
+        the put's script finds that hash itself."""
+        at = 0
+        if self.fetched:
+            values = replies[0]
+            at = 1
+            if not isinstance(values, Exception):
+                for (_, length), value in zip(self.fetched, values, strict=True):
+                    if value is None:
+                        return "missing"
+                    if len(value) != length:
+                        return "damaged"
+        for (_, length), stored in zip(self.by_length, replies[at:], strict=False):
+            if isinstance(stored, Exception):
+                continue
+            if stored == 0:
+                return "missing"
+            if length is not None and stored != length:
+                return "damaged"
+        quarantined = replies[at + len(self.by_length)] if self.rest else 0
+        return "unchecked" if quarantined and not isinstance(quarantined, Exception) else None
+
+    def of_rest(self, cache: ElementCache) -> Window:
+        """The check of ``rest``, by length, for when the quarantine holds anything."""
+        found = [cache.known_as_stored(d) for d in self.rest]
+        return Window((), tuple((d, k[0] if k else None) for d, k in zip(self.rest, found)), ())
+
+
 def unsent_window(
     manifests: Mapping[str, tuple[bytes, ...]],
     sent: list[tuple[bytes, bytes]],
@@ -29,16 +85,17 @@ def unsent_window(
     by_bytes: bool,
     checked_from: int,
     first: Collection[bytes] = (),
-) -> tuple[bytes, int]:
-    """The elements ``manifests`` name and a put does not send, for put_checkpoint.lua to
-    check (ARGV 9) against what this process knows of their stored bytes, and where the
-    next put's window starts. By bytes (``verify_elements_on_write``): all. By length: a
-    window from ``checked_from`` (where the parent's put left off: ``newest.py``) of
-    ``CHECKED_PER_PUT`` plus as many as the put sends, so consecutive puts check all n
-    within ceil(n / CHECKED_PER_PUT) even as a list grows; the rest follow, checked too
-    once the thread's quarantine holds anything (a reader moved damage aside). ``first``:
-    elements the parent's pending writes stored (not sent, never checked by a put yet),
-    checked first; the rotation moves on by as many more, as if they were sent."""
+) -> tuple[bytes, Window | None, int]:
+    """The elements ``manifests`` name and a put does not send, checked against what
+    this process knows of their stored bytes; and where the next put's window starts.
+    By bytes (``verify_elements_on_write``): all, by the put's script (ARGV 9, returned
+    here; the window None). By length: a ``Window`` from ``checked_from`` (where the
+    parent's put left off: ``newest.py``) of ``CHECKED_PER_PUT`` plus as many as the put
+    sends, so consecutive puts check all n within ceil(n / CHECKED_PER_PUT) even as a
+    list grows; the rest checked too once the thread's quarantine holds anything (a
+    reader moved damage aside). ``first``: elements the parent's pending writes stored
+    (not sent, never checked by a put yet), checked first; the rotation moves on by as
+    many more, as if they were sent."""
     sending = {d for d, _ in sent}
     named = [
         d
@@ -46,13 +103,13 @@ def unsent_window(
         if d not in sending
     ]
     if not named:
-        return b"", 0
+        return b"", None, 0
     known_as_stored = cache.known_as_stored
     if by_bytes:
         found = [known_as_stored(d) for d in named]
         known = [k for k in found if k is not None]
         unknown = [d for d, k in zip(named, found) if k is None]
-        return b"".join([b"s%d:" % len(known), *(k[1] for k in known), *unknown]), 0
+        return b"".join([b"s%d:" % len(known), *(k[1] for k in known), *unknown]), None, 0
     heads = [d for d in named if d in first]
     others = [d for d in named if d not in first] if heads else named
     start = checked_from % len(others) if others else 0
@@ -61,13 +118,9 @@ def unsent_window(
     rotated = heads + others[start:] + others[:start]
     window, rest = rotated[:size], rotated[size:]
     found = [known_as_stored(d) for d in window]
-    # Known small ones first: the script reads those whole in one HMGET (a command a
-    # field costs ~2 µs of Redis in Lua, copying a few KB far less), the others by
-    # HSTRLEN, one command each.
-    known = sorted((k for k in found if k is not None), key=lambda k: k[0] > FETCHED_MAX)
-    fetched = sum(1 for k in known if k[0] <= FETCHED_MAX)
-    unknown = [d for d, k in zip(window, found) if k is None]
-    total = sum(k[0] for k in known)
-    head = b"l%d:%d:%d:%d:" % (total, len(known), len(window), fetched)
+    fetched = tuple((d, k[0]) for d, k in zip(window, found) if k and k[0] <= FETCHED_MAX)
+    by_length = tuple(
+        (d, k[0] if k else None) for d, k in zip(window, found) if not k or k[0] > FETCHED_MAX
+    )
     checked_next = start + len(window) - len(heads)
-    return b"".join([head, *(k[1][:16] for k in known), *unknown, *rest]), checked_next
+    return b"", Window(fetched, by_length, tuple(rest)), checked_next

@@ -52,7 +52,7 @@ from langgraph_durable.core.heads import sealed_head
 from langgraph_durable.core.inputs import configurable
 from langgraph_durable.core.keys import ThreadKeys
 from langgraph_durable.core.manifests import every_digest
-from langgraph_durable.core.ops import Plan, Script
+from langgraph_durable.core.ops import Batch, Plan, Script
 from langgraph_durable.core.records import (
     NO_VALUE,
     DecodedCheckpoint,
@@ -134,13 +134,14 @@ def put(
         known = written if parent is None else parent.digests | written
     elements = sorted((d, e) for d, e in new_elements.items() if d not in known)
     checked_from = parent.checked_from if parent is not None else 0
-    unsent, checked_next = unsent_window(
+    unsent, window, checked_next = unsent_window(
         manifests, elements, ctx.element_cache, ctx.verify_elements_on_write, checked_from, written
     )
     remade: list[tuple[str, bytes]] = []  # kept values' manifests made again (below)
     parent_versions = parent.versions if parent is not None else None
     head = sealed_head(ctx.envelope, thread_id, ns, checkpoint["id"])  # heads.py
-    for attempt in (1, 2):
+    resent = reread = False  # each retry below at most once
+    while True:
         named, unwritten, when = _kept_fields(
             ctx, ns, kept_versions, parent_id, parent_versions, checkpoint["channel_versions"]
         )
@@ -161,8 +162,9 @@ def put(
             *(x for f in unwritten for x in (f, _never_written(ctx, thread_id, f))),
             len(elements),
         ]
-        # One round trip: the values by plain HSETNX (a value never changes under its
-        # version, and a fenced-out writer's versions have tails of their own, so it
+        # One round trip: the window of elements named without sending, read
+        # (element_window.py); the values by plain HSETNX (a value never changes under
+        # its version, and a fenced-out writer's versions have tails of their own, so it
         # can only leave orphans), the elements by HSET (bytes hashed to their digest:
         # right, and written over a damaged copy),
         # then the script, which indexes the checkpoint only once they are all there.
@@ -170,6 +172,7 @@ def put(
         # without an expiry.
         # A small value goes inside the script call: sent ahead, it would cost the
         # script a check that it is there (HEXISTS), and Redis a command of its own.
+        checks = window.commands(tk.el, tk.qt) if window else []
         ahead = [(f, r) for f, r in blobs if len(r) > INLINE_VALUE_MAX]
         small = [x for f, r in blobs if len(r) <= INLINE_VALUE_MAX for x in (f, r)]
         sent = [*(d for d, _ in elements), len(ahead), *(f for f, _ in ahead), *small]
@@ -177,6 +180,7 @@ def put(
         replies, acked = yield from round_trips.write_round_trip(
             ctx,
             [
+                *checks,
                 *(("HSET", tk.el, d, e) for d, e in elements),
                 *(("HSETNX", tk.bl, f, r) for f, r in ahead),
                 *(("HSET", tk.bl, f, r) for f, r in remade),
@@ -185,16 +189,28 @@ def put(
             atomic=bool(ctx.ttl),
             ahead=ctx.run_index.ahead(run_id, thread_id),
         )
-        if attempt == 1 and unsent and reply_codes.lost_element(replies[-1]):
+        found = None  # an element named without sending that is not there intact
+        if window is not None and not isinstance(replies[-1], Exception):
+            found = window.finding(replies[: len(checks)])
+            if found == "unchecked":  # a reader quarantined something: all are checked
+                others = window.of_rest(ctx.element_cache)
+                found = others.finding(
+                    (yield Batch(others.commands(tk.el, tk.qt), errors_as_values=True))
+                )
+        elif unsent and reply_codes.lost_element(replies[-1]):  # verify_elements_on_write
+            found = "damaged" if "damaged" in str(replies[-1]) else "missing"
+        if found and not resent:
+            resent = True
             logger.warning(
                 "thread %r: an element checkpoint %r names is %s in Redis; the put "
                 "sends its elements again",
                 thread_id,
                 checkpoint["id"],
-                "damaged" if "damaged" in str(replies[-1]) else "missing",
+                found,
             )
             # An element it names is not there: every element its values hold goes,
-            # written over what is stored (elements.py). A kept value whose elements
+            # written over what is stored (elements.py), before the put returns (so
+            # what it acknowledges reads back). A kept value whose elements
             # split to other digests now (an EncryptedSerializer's fresh ciphertext, a
             # newer signing key) gets its manifest made again: the same list, named
             # by elements that are there.
@@ -211,12 +227,12 @@ def put(
                         remade.append((field_, remade_record))
                         manifests[channel] = split.named
             elements = sorted(new_elements.items())
-            unsent, checked_next = unsent_window(
+            unsent, window, checked_next = unsent_window(
                 manifests, elements, ctx.element_cache, ctx.verify_elements_on_write, checked_from
             )
             continue
         if (
-            attempt == 1
+            not reread
             and parent_id
             and parent_versions is None
             and reply_codes.lost_value(replies[-1])
@@ -224,6 +240,7 @@ def put(
             # A parent this saver did not write or read last: a kept value is not
             # there. Whether the parent names it is read from the parent's record;
             # if not, it was never written, and the write goes again saying so.
+            reread = True
             parent_versions = yield from _stored_versions(ctx, tk, ns, parent_id)
             if parent_versions is not None:
                 continue

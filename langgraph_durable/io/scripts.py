@@ -14,6 +14,7 @@ and on replicas.
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from functools import cache
 from importlib.resources import files
@@ -44,8 +45,50 @@ _NO_WRITES = "#!lua flags=no-writes\n"
 @cache
 def script_source(name: str, flagged: bool = False) -> str:
     folder = files("langgraph_durable.io") / "lua"
-    source = (folder / "_prelude.lua").read_text() + "\n" + (folder / f"{name}.lua").read_text()
+    source = assemble((folder / "_prelude.lua").read_text(), (folder / f"{name}.lua").read_text())
     return _NO_WRITES + source if flagged and name in READ_ONLY else source
+
+
+_CONSTANTS = re.compile(r"^local ((?:K_[A-Z]+|TWIN)(?:, (?:K_[A-Z]+|TWIN))*) = (.+)$", re.MULTILINE)
+_DEFINITION = re.compile(r"^local (function )?(\w+)")
+
+
+def assemble(prelude: str, body: str) -> str:
+    """Script ``body`` behind the prelude as it runs it: the key positions (``K_*``,
+    ``TWIN``) written as numbers, and the definitions ``body`` never reaches blanked out
+    (neither changes what a script does). Redis runs a whole
+    script at every call, so each function the prelude defines is a closure made anew and
+    each table a table filled anew (~20,000 instructions of Redis a call for the whole
+    prelude, as much as four commands the script calls). Every line stays, blank where
+    cut, so Redis's line numbers still point into ``_prelude.lua``."""
+    values: dict[str, str] = {}
+    for names, numbers in _CONSTANTS.findall(prelude):
+        for key, value in zip(names.split(", "), numbers.split(", "), strict=True):
+            values[key] = values.get(value, value)
+    as_number = re.compile(r"\b(" + "|".join(values) + r")\b")
+    lines = as_number.sub(lambda m: values[m.group(1)], _CONSTANTS.sub("", prelude)).split("\n")
+    blocks: dict[str, range] = {}  # each definition's lines
+    at = 0
+    while at < len(lines):
+        found = _DEFINITION.match(lines[at])
+        end = at
+        if found and found.group(1):
+            end = lines.index("end", at)
+        if found:
+            blocks[found.group(2)] = range(at, end + 1)
+        at = end + 1
+    body = as_number.sub(lambda m: values[m.group(1)], body)
+    needed: set[str] = set()
+    reach = [body]
+    while reach:
+        text = reach.pop()
+        for name, span in blocks.items():
+            if name not in needed and re.search(rf"\b{name}\b", text):
+                needed.add(name)
+                reach.append("\n".join(lines[i] for i in span))
+    cut = {i for name, span in blocks.items() if name not in needed for i in span}
+    kept = "\n".join("" if i in cut else line for i, line in enumerate(lines))
+    return kept + "\n" + body
 
 
 @cache

@@ -114,6 +114,16 @@ local function fence_denial(token)
   return denial and (not_writable() or denial)
 end
 
+-- redis.call(verb, key, t[from], ..., t[to]) in as few calls as Lua can make: one for
+-- up to 4,000 arguments (unpack fails past ~8,000, LUAI_MAXCSTACK), more beyond, each
+-- taking whole pairs (field value, or score member). A command a field costs Redis
+-- more in Lua than the field itself.
+local function in_pairs_call(verb, key, t, from, to)
+  for first = from, to, 4000 do
+    redis.call(verb, key, unpack(t, first, math.min(first + 3999, to)))
+  end
+end
+
 -- Members of the writes of checkpoint `member` are exactly [member.."\0", member.."\1").
 local function writes_of(member)
   return redis.call('ZRANGEBYLEX', KEYS[K_WIX], '[' .. member .. '\0', '(' .. member .. '\1')

@@ -2,14 +2,9 @@
 -- KEYS: ThreadKeys.for_writes, or with_twins after an LGD_REPAIR reply (see _prelude.lua)
 -- ARGV: 1 ttl, 2 fencing token or "", 3 checkpoint member, 4 checkpoint record, 5 run id
 --       or "", 6 min and 7 max ZLEXCOUNT bounds of the checkpoint's namespace (both ""
---       without keep_last: nothing to count), 8 the parent's member or "", 9 the
---       elements it names without sending them (elements.py), "" or either
---       "l<total>:<K>:<W>:<F>:" then 16-byte digests: the first W are this put's
---       window, the first K of which the writer knows by length (together <total>
---       bytes), the first F of those small enough to be read whole (one HMGET for
---       them all: cheaper than an HSTRLEN each); the rest are checked only while the
---       thread's quarantine holds anything, or
---       "s<K>:" then K times a digest and the
+--       without keep_last: nothing to count), 8 the parent's member or "", 9 with
+--       verify_elements_on_write the elements it names without sending them
+--       (elements.py), else "": "s<K>:" then K times a digest and the
 --       first 15 hex digits of the SHA-1 of its stored bytes, then 16-byte digests
 --       (the writer never held those: only that they are there), 10
 --       the number K of kept versions whose values must be there (the parent, or the
@@ -89,62 +84,33 @@ if unwritten > 0 and ARGV[12 + kept] == 'first' and ARGV[6] ~= ''
   end
   unwritten = 0  -- all there: nothing to record
 end
--- The elements the checkpoint names without sending: its parent's manifests name them, so
--- they are there unless one was lost (the hash evicted, a field deleted, a damaged one a
--- reader quarantined) or changed in place. The writer then sends them all (writes.py),
--- so what it acknowledges reads back. A length costs what HEXISTS does; bytes cost
--- SHA-1 over them (Redis's Lua has nothing cheaper that a changed byte cannot slip by).
--- By length, a window of them (the writer moves it along from put to put, so the cost
--- stays flat as the thread grows), all of them once a reader quarantined anything.
+-- With verify_elements_on_write, the elements the checkpoint names without sending: its
+-- parent's manifests name them, so they are there unless one was lost (the hash evicted,
+-- a field deleted, a damaged one a reader quarantined) or changed in place. The writer
+-- then sends them all (writes.py), so what it acknowledges reads back. Those it knows
+-- by their bytes are checked by SHA-1 over them (Redis's Lua has nothing cheaper that a
+-- changed byte cannot slip by), the others by HSTRLEN (0 for a missing field; a stored
+-- element never is). Checked by length (the default), they are read in the put's round
+-- trip ahead of this script instead (element_window.py): cheaper outside Lua.
 local named = ARGV[9]
 if named ~= '' then
-  local by_bytes = string.sub(named, 1, 1) == 's'
-  local total, known, window, fetched, at
-  local checked_until = #named
-  if by_bytes then
-    known, at = string.match(named, '^s(%d+):()')
-  else
-    total, known, window, fetched, at = string.match(named, '^l(%d+):(%d+):(%d+):(%d+):()')
-    local window_until = at + 16 * tonumber(window) - 1
-    if window_until < #named and redis.call('EXISTS', KEYS[K_QT]) == 0 then
-      checked_until = window_until
-    end
-  end
-  local known_until = at + (by_bytes and 31 or 16) * tonumber(known)
-  local length_sum, all_read = 0, true
+  local known, at = string.match(named, '^s(%d+):()')
+  local known_until = at + 31 * tonumber(known)
   local j = at
-  if not by_bytes and tonumber(fetched) > 0 then
-    local fields = {}
-    for f = 1, tonumber(fetched) do fields[f] = string.sub(named, j + 16 * (f - 1), j + 16 * f - 1) end
-    local ok, values = pcall(redis.call, 'HMGET', KEYS[K_EL], unpack(fields))
-    if ok then
-      for f = 1, #fields do
-        if not values[f] then return refuse('LGD_LOST element missing') end
-        length_sum = length_sum + #values[f]
-      end
-    else
-      all_read = false
-    end
-    j = j + 16 * #fields
-  end
-  while j <= checked_until do
+  while j <= #named do
     local field = string.sub(named, j, j + 15)
-    if by_bytes and j < known_until then
+    if j < known_until then
       local ok, stored = pcall(redis.call, 'HGET', KEYS[K_EL], field)
       if ok and not stored then return refuse('LGD_LOST element missing') end
       if ok and string.sub(redis.sha1hex(stored), 1, 15) ~= string.sub(named, j + 16, j + 30) then
         return refuse('LGD_LOST element damaged')
       end
       j = j + 31
-    else  -- HSTRLEN is 0 for a missing field; a stored element never is
+    else
       local ok, length = pcall(redis.call, 'HSTRLEN', KEYS[K_EL], field)
       if ok and length == 0 then return refuse('LGD_LOST element missing') end
-      if not ok then all_read = false elseif j < known_until then length_sum = length_sum + length end
       j = j + 16
     end
-  end
-  if total and all_read and length_sum ~= tonumber(total) then
-    return refuse('LGD_LOST element damaged')
   end
 end
 if sent then
@@ -156,10 +122,8 @@ if sent then
     local ok, present = pcall(redis.call, 'HEXISTS', KEYS[K_BL], ARGV[i])
     if not ok or present == 0 then return -1 end
   end
-  for i = small_from, last, 2 do
-    if not pcall(redis.call, 'HSET', KEYS[K_BL], ARGV[i], ARGV[i + 1]) then
-      return -1  -- the hash has the wrong type: sent again inline, which repairs it first
-    end
+  if not pcall(in_pairs_call, 'HSET', KEYS[K_BL], ARGV, small_from, last) then
+    return -1  -- the hash has the wrong type: sent again inline, which repairs it first
   end
 else
   repair(ARGV[1])

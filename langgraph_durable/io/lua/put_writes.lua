@@ -13,20 +13,20 @@ if denied then return redis.error_reply(denied) end
 local first = 4 + 2 * tonumber(ARGV[3])
 local repaired = repairing(function()
   next_generation()  -- a retention deletion planned before these is void
-  for i = 4, first - 1, 2 do
-    redis.call('HSET', KEYS[K_EL], ARGV[i], ARGV[i + 1])  -- right by its digest: heals
-  end
+  in_pairs_call('HSET', KEYS[K_EL], ARGV, 4, first - 1)  -- right by their digests: heals
+  local members = {}
   for i = first, #ARGV, 3 do
-    local member = ARGV[i]
     if ARGV[i + 2] == '1' then
-      redis.call('HSET', KEYS[K_WR], member, ARGV[i + 1])
+      redis.call('HSET', KEYS[K_WR], ARGV[i], ARGV[i + 1])
     else
-      redis.call('HSETNX', KEYS[K_WR], member, ARGV[i + 1])
+      redis.call('HSETNX', KEYS[K_WR], ARGV[i], ARGV[i + 1])
     end
-    -- Indexed even when HSETNX kept an earlier record: a no-op then, unless an earlier
-    -- attempt stored the record and failed before indexing it.
-    redis.call('ZADD', KEYS[K_WIX], 0, member)
+    members[#members + 1] = 0
+    members[#members + 1] = ARGV[i]
   end
+  -- Indexed (in one ZADD) even when HSETNX kept an earlier record: a no-op then, unless
+  -- an earlier attempt stored the record and failed before indexing it.
+  in_pairs_call('ZADD', KEYS[K_WIX], members, 1, #members)
 end, ARGV[1])
 if not repaired then return redis.error_reply('LGD_REPAIR') end
 if ARGV[1] == 'persist' then persist() else touch(ARGV[1]) end
