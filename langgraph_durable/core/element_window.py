@@ -34,7 +34,8 @@ class Window:
 
     fetched: tuple[tuple[bytes, int], ...]  # known and small: read whole by one HMGET
     by_length: tuple[tuple[bytes, int | None], ...]  # HSTRLEN each (0: missing)
-    rest: tuple[bytes, ...]  # the others: checked only while the quarantine holds any
+    rest: tuple[bytes, ...] = ()  # not checked here: only while the quarantine holds any
+    watch: bool = False  # read whether the quarantine holds anything (more are named)
 
     def commands(self, el: str, qt: str) -> list[tuple[Any, ...]]:
         """The reads, in the order ``finding`` reads their replies."""
@@ -42,14 +43,14 @@ class Window:
         if self.fetched:
             reads.append(("HMGET", el, *(f for f, _ in self.fetched)))
         reads.extend(("HSTRLEN", el, f) for f, _ in self.by_length)
-        if self.rest:
+        if self.watch:
             reads.append(("EXISTS", qt))
         return reads
 
     def finding(self, replies: list[Any]) -> str | None:
         """From the replies of ``commands``: "missing" or "damaged" (a length that is not
         the one this process knows) for the first element found so, "unchecked" when the
-        quarantine holds anything (then ``rest`` is to be checked too: ``of_rest``), or
+        quarantine holds anything and ``rest`` is to be checked too (``of_rest``), or
         None. A reply that is an error (a hash of the wrong type) proves nothing here:
         the put's script finds that hash itself."""
         at = 0
@@ -69,13 +70,18 @@ class Window:
                 return "missing"
             if length is not None and stored != length:
                 return "damaged"
-        quarantined = replies[at + len(self.by_length)] if self.rest else 0
-        return "unchecked" if quarantined and not isinstance(quarantined, Exception) else None
+        return "unchecked" if self.rest and self.quarantined(replies) else None
+
+    def quarantined(self, replies: list[Any]) -> bool:
+        """Whether the replies say the thread's quarantine holds anything: then the next
+        put checks every element it names in its own round trip (``check_all``)."""
+        held = replies[-1] if self.watch and replies else 0
+        return bool(held) and not isinstance(held, Exception)
 
     def of_rest(self, cache: ElementCache) -> Window:
         """The check of ``rest``, by length, for when the quarantine holds anything."""
         found = [cache.known_as_stored(d) for d in self.rest]
-        return Window((), tuple((d, k[0] if k else None) for d, k in zip(self.rest, found)), ())
+        return Window((), tuple((d, k[0] if k else None) for d, k in zip(self.rest, found)))
 
 
 def unsent_window(
@@ -85,6 +91,7 @@ def unsent_window(
     by_bytes: bool,
     checked_from: int,
     first: Collection[bytes] = (),
+    check_all: bool = False,
 ) -> tuple[bytes, Window | None, int]:
     """The elements ``manifests`` name and a put does not send, checked against what
     this process knows of their stored bytes; and where the next put's window starts.
@@ -93,9 +100,10 @@ def unsent_window(
     parent's put left off: ``newest.py``) of ``CHECKED_PER_PUT`` plus as many as the put
     sends, so consecutive puts check all n within ceil(n / CHECKED_PER_PUT) even as a
     list grows; the rest checked too once the thread's quarantine holds anything (a
-    reader moved damage aside). ``first``: elements the parent's pending writes stored
-    (not sent, never checked by a put yet), checked first; the rotation moves on by as
-    many more, as if they were sent."""
+    reader moved damage aside; with ``check_all``, the put before saw it did: then in
+    this put's own round trip, by HSTRLEN). ``first``: elements the parent's pending
+    writes stored (not sent, never checked by a put yet), checked first; the rotation
+    moves on by as many more, as if they were sent."""
     sending = {d for d, _ in sent}
     named = [
         d
@@ -123,4 +131,8 @@ def unsent_window(
         (d, k[0] if k else None) for d, k in zip(window, found) if not k or k[0] > FETCHED_MAX
     )
     checked_next = start + len(window) - len(heads)
-    return b"", Window(fetched, by_length, tuple(rest)), checked_next
+    if check_all and rest:
+        found = [known_as_stored(d) for d in rest]
+        by_length += tuple((d, k[0] if k else None) for d, k in zip(rest, found))
+        return b"", Window(fetched, by_length, (), watch=True), checked_next
+    return b"", Window(fetched, by_length, tuple(rest), watch=bool(rest)), checked_next

@@ -28,6 +28,7 @@ class Newest:
     versions: dict[str, Any]
     manifests: dict[str, tuple[bytes, ...]]  # channel -> digests of its elements (and blocks)
     checked_from: int = 0  # where the next put's window of element checks starts (writes.py)
+    check_all: bool = False  # the quarantine held something at its put: check every element
 
     @cached_property
     def digests(self) -> frozenset[bytes]:
@@ -76,6 +77,7 @@ class NewestVersions:
         checkpoint_id: str = "",
         manifests: Mapping[str, tuple[bytes, ...]] | None = None,
         checked_from: int = 0,
+        check_all: bool = False,
     ) -> None:
         known = self.entry(key)
         if (
@@ -88,7 +90,9 @@ class NewestVersions:
         if len(self._threads) >= self._size:
             self._threads.clear()  # crude, but safe from any thread
         # A copy: the caller's dict may change.
-        newest = Newest(checkpoint_id, dict(versions), dict(manifests or {}), checked_from)
+        newest = Newest(
+            checkpoint_id, dict(versions), dict(manifests or {}), checked_from, check_all
+        )
         self._threads.setdefault(key[0], {})[key[1]] = newest
 
     def wrote(self, key: tuple[str, str], checkpoint_id: str, digests: Iterable[bytes]) -> None:

@@ -134,8 +134,15 @@ def put(
         known = written if parent is None else parent.digests | written
     elements = sorted((d, e) for d, e in new_elements.items() if d not in known)
     checked_from = parent.checked_from if parent is not None else 0
+    check_all = parent.check_all if parent is not None else False
     unsent, window, checked_next = unsent_window(
-        manifests, elements, ctx.element_cache, ctx.verify_elements_on_write, checked_from, written
+        manifests,
+        elements,
+        ctx.element_cache,
+        ctx.verify_elements_on_write,
+        checked_from,
+        written,
+        check_all,
     )
     remade: list[tuple[str, bytes]] = []  # kept values' manifests made again (below)
     parent_versions = parent.versions if parent is not None else None
@@ -192,6 +199,7 @@ def put(
         found = None  # an element named without sending that is not there intact
         if window is not None and not isinstance(replies[-1], Exception):
             found = window.finding(replies[: len(checks)])
+            check_all = window.quarantined(replies[: len(checks)])
             if found == "unchecked":  # a reader quarantined something: all are checked
                 others = window.of_rest(ctx.element_cache)
                 found = others.finding(
@@ -228,7 +236,12 @@ def put(
                         manifests[channel] = split.named
             elements = sorted(new_elements.items())
             unsent, window, checked_next = unsent_window(
-                manifests, elements, ctx.element_cache, ctx.verify_elements_on_write, checked_from
+                manifests,
+                elements,
+                ctx.element_cache,
+                ctx.verify_elements_on_write,
+                checked_from,
+                check_all=check_all,
             )
             continue
         if (
@@ -257,7 +270,7 @@ def put(
         )
     versions = checkpoint.get("channel_versions", {})
     ctx.newest_versions.remember(
-        (thread_id, ns), versions, checkpoint["id"], manifests, checked_next
+        (thread_id, ns), versions, checkpoint["id"], manifests, checked_next, check_all
     )
     ctx.recent_fields.recall(
         thread_id, ns, checkpoint["id"], [*named, *unwritten, *(f for f, _ in blobs)]

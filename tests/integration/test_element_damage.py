@@ -15,6 +15,7 @@ from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
 from langgraph_durable import RedisSaver
+from langgraph_durable.core.ops import Batch, Script
 from langgraph_durable.core.records import Damage
 from langgraph_durable.core.repair import repair
 from tests.helpers import graphs
@@ -334,6 +335,45 @@ def test_once_a_reader_quarantined_an_element_the_next_put_checks_them_all(
             with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as fresh:
                 assert fresh.get_tuple(newest("t")).checkpoint["channel_values"]["n"] == n + 1
                 assert fresh.recovery_report("t") is None
+
+
+def test_while_the_quarantine_holds_anything_a_put_stays_one_round_trip(
+    redis_url: str, key_prefix: str, redis_client: redis.Redis
+) -> None:
+    """The put that finds the quarantine holding anything checks the rest of what it names
+    in one more round trip; the puts after it check them all in their own round trip
+    (a quarantine stays until someone closes its incident)."""
+    from langgraph_durable.core.element_window import CHECKED_PER_PUT
+    from tests.helpers.plans import RoundTrips
+
+    def kind(op: Any) -> str:
+        commands = op.commands if isinstance(op, Batch) else [op]
+        return "+".join(c.name if isinstance(c, Script) else str(c[0]) for c in commands)
+
+    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as worker:
+        tk = worker.keys.thread("t")
+        graph = _loop_graph(worker, lambda n: None)
+        graph.invoke({"docs": LONG_DOCS, "n": 0, "stop": 1}, config("t"))
+        digest = _docs_elements(redis_client, worker, "t")[-1]
+        redis_client.hset(tk.el, digest, flipped(redis_client.hget(tk.el, digest)))
+        with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as reader:
+            assert reader.get_tuple(newest("t")) is not None  # moves it aside
+        assert redis_client.hlen(tk.qt) > 0
+        trips = RoundTrips(graph.checkpointer)
+        runs = []
+        for _ in range(3):
+            n = graph.get_state(config("t")).values["n"]
+            trips.reset()
+            graph.invoke({"n": n, "stop": n + 1}, config("t"))
+            runs.append([kind(op) for op in trips.ops])
+        assert redis_client.hget(tk.el, digest) is not None, "the put did not send it again"
+        checks_alone = [[k for k in run if set(k.split("+")) == {"HSTRLEN"}] for run in runs]
+        assert len(checks_alone[0]) == 1, "found the quarantine: the rest in one more trip"
+        assert checks_alone[1:] == [[], []], "after: each put checks all in its own trip"
+        for run in runs[1:]:
+            puts = [k for k in run if "put_checkpoint" in k]
+            rest = len(LONG_DOCS) - CHECKED_PER_PUT
+            assert puts and all(k.count("HSTRLEN") == rest for k in puts), puts
 
 
 class Growing(TypedDict):

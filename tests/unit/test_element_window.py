@@ -54,7 +54,7 @@ def test_the_next_put_checks_where_this_one_left_off_and_wraps_around() -> None:
 
 
 def test_what_the_replies_say() -> None:
-    window = Window(((digest(0), 3), (digest(1), 4)), ((digest(2), 9), (digest(3), None)), ())
+    window = Window(((digest(0), 3), (digest(1), 4)), ((digest(2), 9), (digest(3), None)))
     assert window.finding([[b"abc", b"abcd"], 9, 1]) is None
     assert window.finding([[b"abc", None], 9, 1]) == "missing"
     assert window.finding([[b"abc", b"abcde"], 9, 1]) == "damaged"  # extended
@@ -68,9 +68,10 @@ def test_what_the_replies_say() -> None:
 
 def test_while_the_quarantine_holds_anything_the_rest_is_checked_too() -> None:
     cache = known_cache({5: 7})
-    window = Window(((digest(0), 3),), (), (digest(5), digest(6)))
-    assert window.finding([[b"abc"], 0]) is None
-    assert window.finding([[b"abc"], 1]) == "unchecked"
+    window = Window(((digest(0), 3),), (), (digest(5), digest(6)), watch=True)
+    assert window.commands("el", "qt")[-1] == ("EXISTS", "qt")
+    assert window.finding([[b"abc"], 0]) is None and not window.quarantined([[b"abc"], 0])
+    assert window.finding([[b"abc"], 1]) == "unchecked" and window.quarantined([[b"abc"], 1])
     others = window.of_rest(cache)
     assert others.commands("el", "qt") == [
         ("HSTRLEN", "el", digest(5)),
@@ -79,6 +80,24 @@ def test_while_the_quarantine_holds_anything_the_rest_is_checked_too() -> None:
     assert others.finding([7, 12]) is None  # digest(6): never held here, only there counts
     assert others.finding([6, 12]) == "damaged"
     assert others.finding([7, 0]) == "missing"
+
+
+def test_once_a_put_saw_the_quarantine_hold_anything_the_next_checks_all_in_its_round_trip() -> (
+    None
+):
+    """No second round trip per put while a quarantine stays: the put after the one that
+    saw it checks every element it names (HSTRLEN, no bytes) in its own round trip, and
+    still reads the quarantine, to notice when it is emptied."""
+    n = 2 * CHECKED_PER_PUT
+    named = {"messages": tuple(digest(i) for i in range(n))}
+    cache = known_cache({i: 10 for i in range(n)})
+    _, window, _ = unsent_window(named, [], cache, False, 0, check_all=True)
+    assert window is not None and window.rest == () and window.watch
+    assert [d for d, _ in window.by_length] == [digest(i) for i in range(CHECKED_PER_PUT, n)]
+    replies = [[b"x" * 10] * CHECKED_PER_PUT, *[10] * CHECKED_PER_PUT, 1]
+    assert window.finding(replies) is None and window.quarantined(replies)
+    replies[CHECKED_PER_PUT] = 9  # the last element, truncated
+    assert window.finding(replies) == "damaged"
 
 
 def test_by_bytes_the_script_checks_them_all() -> None:
