@@ -20,8 +20,9 @@ from langgraph_durable.core.manifests import every_digest
 
 # Elements named without sending that a put checks by length.
 CHECKED_PER_PUT = 8
-# Known elements up to this size are checked by reading them (one HMGET for them all).
-FETCHED_MAX = 16384
+# Known elements up to this size are checked by reading them (one HMGET for them all):
+# bigger ones by HSTRLEN each, so a put reads back at most (8 + new) x 4 KB.
+FETCHED_MAX = 4096
 
 
 @dataclass(frozen=True)

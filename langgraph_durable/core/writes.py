@@ -10,7 +10,7 @@ Owns the write conversation. Rules it keeps:
     refuses it when another worker holds the thread or took it over.
   * Never written is not lost: a version a checkpoint keeps that no write stored (a
     hand-built first checkpoint, a channel renamed on load) gets an "empty" record at
-    write time, read as no value (``_kept_fields``); any other kept version must be
+    write time, read as no value (``kept_values.py``); any other kept version must be
     there.
   * A parent that is gone (retention, a restore) is refused (``CheckpointLostError``),
     never built on; a key of the wrong type is moved to its damaged twin and the write
@@ -23,7 +23,7 @@ Owns the write conversation. Rules it keeps:
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -39,7 +39,7 @@ from langgraph.checkpoint.base import (
 from langgraph_durable.core import (
     codec,
     inputs,
-    reads,
+    kept_values,
     reply_codes,
     retention,
     round_trips,
@@ -50,12 +50,9 @@ from langgraph_durable.core.errors import InvalidConfigError
 from langgraph_durable.core.fencing import held_token
 from langgraph_durable.core.heads import sealed_head
 from langgraph_durable.core.inputs import configurable
-from langgraph_durable.core.keys import ThreadKeys
-from langgraph_durable.core.manifests import every_digest
 from langgraph_durable.core.ops import Batch, Plan, Script
 from langgraph_durable.core.records import (
     NO_VALUE,
-    DecodedCheckpoint,
     checkpoint_config,
     thread_id_of,
 )
@@ -149,7 +146,7 @@ def put(
     head = sealed_head(ctx.envelope, thread_id, ns, checkpoint["id"])  # heads.py
     resent = reread = False  # each retry below at most once
     while True:
-        named, unwritten, when = _kept_fields(
+        named, unwritten, when = kept_values.kept_fields(
             ctx, ns, kept_versions, parent_id, parent_versions, checkpoint["channel_versions"]
         )
         args: list[Any] = [
@@ -166,29 +163,42 @@ def put(
             *named,
             len(unwritten),
             when,
-            *(x for f in unwritten for x in (f, _never_written(ctx, thread_id, f))),
-            len(elements),
+            *(x for f in unwritten for x in (f, kept_values.never_written(ctx, thread_id, f))),
         ]
         # One round trip: the window of elements named without sending, read
         # (element_window.py); the values by plain HSETNX (a value never changes under
         # its version, and a fenced-out writer's versions have tails of their own, so it
         # can only leave orphans), the elements by HSET (bytes hashed to their digest:
         # right, and written over a damaged copy),
-        # then the script, which indexes the checkpoint only once they are all there.
+        # then the script, which indexes the checkpoint only once the values and the
+        # elements sent are all there (one named without sending found not there intact
+        # makes the put go again with every element, before it returns: below).
         # With a ttl, MULTI keeps a client that dies halfway from leaving a hash
         # without an expiry.
-        # A small value goes inside the script call: sent ahead, it would cost the
-        # script a check that it is there (HEXISTS), and Redis a command of its own.
+        # A small value or element goes inside the script call: sent ahead, it would
+        # cost the script a check that it is there (HEXISTS), and Redis a command of
+        # its own.
         checks = window.commands(tk.el, tk.qt) if window else []
         ahead = [(f, r) for f, r in blobs if len(r) > INLINE_VALUE_MAX]
         small = [x for f, r in blobs if len(r) <= INLINE_VALUE_MAX for x in (f, r)]
-        sent = [*(d for d, _ in elements), len(ahead), *(f for f, _ in ahead), *small]
-        script = Script("put_checkpoint", tk.for_writes(), [*args, "sent", *sent, *head])
+        big = [(d, e) for d, e in elements if len(e) > INLINE_VALUE_MAX]
+        within = [x for d, e in elements if len(e) <= INLINE_VALUE_MAX for x in (d, e)]
+        sent = [
+            len(big),
+            "sent",
+            *(d for d, _ in big),
+            len(ahead),
+            *(f for f, _ in ahead),
+            len(within) // 2,
+            *within,
+            *small,
+        ]
+        script = Script("put_checkpoint", tk.for_writes(), [*args, *sent, *head])
         replies, acked = yield from round_trips.write_round_trip(
             ctx,
             [
                 *checks,
-                *(("HSET", tk.el, d, e) for d, e in elements),
+                *(("HSET", tk.el, d, e) for d, e in big),
                 *(("HSETNX", tk.bl, f, r) for f, r in ahead),
                 *(("HSET", tk.bl, f, r) for f, r in remade),
                 script,
@@ -207,6 +217,8 @@ def put(
                 )
         elif unsent and reply_codes.lost_element(replies[-1]):  # verify_elements_on_write
             found = "damaged" if "damaged" in str(replies[-1]) else "missing"
+        if found and resent and window is not None:  # sent again, and still not there
+            raise reply_codes.TYPED_ERRORS[reply_codes.LOST](ctx.keys, script, thread_id, "element")
         if found and not resent:
             resent = True
             logger.warning(
@@ -218,22 +230,11 @@ def put(
             )
             # An element it names is not there: every element its values hold goes,
             # written over what is stored (elements.py), before the put returns (so
-            # what it acknowledges reads back). A kept value whose elements
-            # split to other digests now (an EncryptedSerializer's fresh ciphertext, a
-            # newer signing key) gets its manifest made again: the same list, named
-            # by elements that are there.
-            for channel in manifests.keys() - new_versions.keys():
-                if channel in values:
-                    field_ = ctx.keys.blob_field(ns, channel, kept_versions[channel])
-                    remade_record, split = codec.blob_records(
-                        ctx, thread_id, field_, channel, values[channel]
-                    )
-                    if split is None:
-                        continue
-                    new_elements.update(split.stored)
-                    if every_digest(split.named) != every_digest(manifests[channel]):
-                        remade.append((field_, remade_record))
-                        manifests[channel] = split.named
+            # what it acknowledges reads back).
+            remade, stored_ = kept_values.every_element(
+                ctx, thread_id, ns, values, kept_versions, manifests
+            )
+            new_elements.update(stored_)
             elements = sorted(new_elements.items())
             unsent, window, checked_next = unsent_window(
                 manifests,
@@ -254,7 +255,7 @@ def put(
             # there. Whether the parent names it is read from the parent's record;
             # if not, it was never written, and the write goes again saying so.
             reread = True
-            parent_versions = yield from _stored_versions(ctx, tk, ns, parent_id)
+            parent_versions = yield from kept_values.stored_versions(ctx, tk, ns, parent_id)
             if parent_versions is not None:
                 continue
         break
@@ -264,7 +265,9 @@ def put(
     in_namespace, acked = yield from round_trips.write_reply(ctx, tk, script, replies[-1], acked)
     if in_namespace == -1:  # a hash has the wrong type: repair, values inline
         pairs = [x for pair in (*elements, *blobs, *remade) for x in pair]
-        inline = Script("put_checkpoint", tk.with_twins(), [*args, "inline", *pairs, *head])
+        inline = Script(
+            "put_checkpoint", tk.with_twins(), [*args, len(elements), "inline", *pairs, *head]
+        )
         (in_namespace,), acked = yield from round_trips.write_round_trip(
             ctx, [inline], raising=True
         )
@@ -286,63 +289,6 @@ def put(
             pin_valid=True,
         )
     return checkpoint_config(thread_id, ns, checkpoint["id"])
-
-
-def _kept_fields(
-    ctx: PlanContext,
-    ns: str,
-    kept: Mapping[str, Any],
-    parent_id: str | None,
-    parent_versions: Mapping[str, Any] | None,
-    versions: Mapping[str, Any],
-) -> tuple[list[str], list[str], str]:
-    """The blob fields of the versions a checkpoint keeps (names without writing),
-    split by what the saver recorded when they were written: (*named*, *unwritten*,
-    when the unwritten are).
-
-    * *named*: a write stored the value (or its "never written" record): the parent
-      names the same version, or the channel at another version (``update_state``'s
-      copy of a checkpoint keeps what that checkpoint wrote). Missing, the script
-      refuses the write (``CheckpointLostError``): a value lost.
-    * *unwritten*, ``"renamed"``: a version the parent names under a channel this
-      checkpoint no longer has, kept under a new name: LangGraph renamed the channel
-      when it migrated an older checkpoint on load, and never stored its value under
-      the new name.
-    * *unwritten*, ``"first"``: no parent (a hand-built checkpoint, as
-      langgraph-checkpoint-redis's README puts): never written while the namespace
-      holds no checkpoint; once it holds one, the script treats them as named.
-
-    The script stores an "empty" record under each unwritten version that is missing,
-    which reads as no value, as InMemorySaver reads a version it never stored; a value
-    stored under one stays. With a parent whose versions are unknown here
-    (``parent_versions`` None), every kept version counts as named; a refusal then
-    reads the parent (``put``)."""
-    if not parent_id:
-        return [], codec.fields_of(ctx, ns, kept), "first"
-    if parent_versions is None:
-        return codec.fields_of(ctx, ns, kept), [], "renamed"
-    gone = {v for c, v in parent_versions.items() if c not in versions}  # renamed from
-    renamed = {c: v for c, v in kept.items() if parent_versions.get(c) != v and v in gone}
-    named = {c: v for c, v in kept.items() if c not in renamed}
-    return codec.fields_of(ctx, ns, named), codec.fields_of(ctx, ns, renamed), "renamed"
-
-
-def _never_written(ctx: PlanContext, thread_id: str, blob_field: str) -> bytes:
-    """The record of a version no write stored: the "empty" value record."""
-    return codec.seal_value(ctx, "bl", thread_id, blob_field, [], NO_VALUE, "")
-
-
-def _stored_versions(
-    ctx: PlanContext, tk: ThreadKeys, ns: str, checkpoint_id: str
-) -> Plan[dict[str, Any] | None]:
-    """The channel versions the stored record of a checkpoint names; None when it is
-    gone or does not verify."""
-    member = ctx.keys.checkpoint_member(ns, checkpoint_id)
-    entries, _ = yield from reads.read_entries(ctx, tk, ["members", member])
-    decoded = codec.decode_entry(ctx, tk, entries[0]) if entries else None
-    if not isinstance(decoded, DecodedCheckpoint):
-        return None
-    return dict(decoded.checkpoint.get("channel_versions") or {})
 
 
 def put_writes(

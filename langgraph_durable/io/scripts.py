@@ -72,8 +72,10 @@ def assemble(prelude: str, body: str) -> str:
     while at < len(lines):
         found = _DEFINITION.match(lines[at])
         end = at
-        if found and found.group(1):
-            end = lines.index("end", at)
+        if found and found.group(1) and not lines[at].rstrip().endswith(" end"):
+            end = lines.index("end", at)  # a function's last line: "end" at column 0
+        elif found and lines[at].rstrip().endswith("{"):
+            end = next(i for i in range(at, len(lines)) if lines[i].startswith("}"))
         if found:
             blocks[found.group(2)] = range(at, end + 1)
         at = end + 1

@@ -84,3 +84,27 @@ class RoundTrips:
 def one(op: Any) -> Plan[Any]:
     """A plan of the single operation ``op``: drive it to run ``op`` and get its reply."""
     return (yield op)
+
+
+def elements_sent(op: Any, el: str, writes: bool = True) -> list[bytes]:
+    """The digests of the elements round trip ``op`` sends: a put's by HSET ahead of its
+    script (the big ones) and inside the script call (put_checkpoint.lua's "sent" and
+    "inline" layouts); with ``writes``, put_writes' too."""
+    commands = op.commands if isinstance(op, Batch) else [op]
+    sent = [c[2] for c in commands if isinstance(c, tuple) and c[:2] == ("HSET", el)]
+    for script in commands:
+        if writes and isinstance(script, Script) and script.name == "put_writes":
+            sent += script.args[3 : 3 + 2 * int(script.args[2]) : 2]
+        if not (isinstance(script, Script) and script.name == "put_checkpoint"):
+            continue
+        args = script.args
+        kept = int(args[9])
+        unwritten = int(args[10 + kept])
+        mode = 13 + kept + 2 * unwritten
+        if args[mode] == "inline":
+            sent += args[mode + 1 : mode + 1 + 2 * int(args[mode - 1]) : 2]
+            continue
+        at = mode + 1 + int(args[mode - 1])  # past the digests of those sent ahead
+        at += 1 + int(args[at])  # past the values sent ahead
+        sent += args[at + 1 : at + 1 + 2 * int(args[at]) : 2]
+    return sent

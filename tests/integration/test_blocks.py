@@ -18,7 +18,7 @@ from langgraph_durable import RedisSaver
 from langgraph_durable.core import codec, elements
 from langgraph_durable.core.errors import RecordDamagedError
 from langgraph_durable.core.manifests import BLOCK_ENTRIES, BLOCKED_MARK, blocked_in
-from tests.helpers.plans import RoundTrips
+from tests.helpers.plans import RoundTrips, elements_sent
 from tests.helpers.redis_keys import flipped
 
 KEY_A, KEY_B = "signing-key-a-0123456789", "signing-key-b-0123456789"
@@ -106,12 +106,7 @@ def test_a_put_of_a_known_thread_sends_no_block_again(saver: RedisSaver) -> None
     trips = RoundTrips(saver)
     out = run(saver, "sent", 24)
     tk = saver.keys.thread("sent")
-    sent = [
-        c[2]
-        for op in trips.ops
-        for c in getattr(op, "commands", [])
-        if isinstance(c, tuple) and c[:2] == ("HSET", tk.el)
-    ]
+    sent = [d for op in trips.ops for d in elements_sent(op, tk.el, writes=False)]
     blocks = {
         d
         for d in sent

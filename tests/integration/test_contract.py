@@ -27,7 +27,7 @@ from langgraph_durable import (
 from langgraph_durable.core.ops import Batch, Command, Script
 from langgraph_durable.core.recent import RECENT
 from langgraph_durable.core.records import LIST_PAGE
-from tests.helpers.plans import RoundTrips
+from tests.helpers.plans import RoundTrips, elements_sent
 
 
 def config(thread_id: str, ns: str = "", checkpoint_id: str | None = None) -> dict[str, Any]:
@@ -211,10 +211,11 @@ def test_unchanged_channels_are_not_rewritten(saver: RedisSaver, redis_client: r
     field_a = saver.keys.blob_field("", "a", versions["a"])  # kept: checked, not sent
     # ARGV 9 (no element named without being sent), 10 K, the kept field the parent
     # names, 11+K U (none never written) and when, 13+K+2U E, "sent", S (none sent
-    # ahead), the small value's field and record, and no head (unsigned: heads.py)
+    # ahead), I (no element inside), the small value's field and record, and no head
+    # (unsigned: heads.py)
     record_b = script.args[-3]
     assert script.args[7:] == [
-        parent, b"", 1, field_a, 0, "renamed", 0, "sent", 0, field_b, record_b, "", ""
+        parent, b"", 1, field_a, 0, "renamed", 0, "sent", 0, 0, field_b, record_b, "", ""
     ]  # fmt: skip
     assert redis_client.hlen(keys.bl) == 3
     assert saver.get_tuple(config("blobs")).checkpoint["channel_values"] == {
@@ -250,14 +251,8 @@ def test_a_new_message_goes_to_redis_once(
     saver.put_writes(parent, [("messages", [new])], task_id="agent", task_path="~a")
     if writes_first:
         the_put()
-    elements_sent = []
-    for op in trips.ops:
-        for command in op.commands:
-            if isinstance(command, Script) and command.name == "put_writes":
-                elements_sent += command.args[3 : 3 + 2 * command.args[2] : 2]
-            elif not isinstance(command, Script) and command[:2] == ("HSET", keys.el):
-                elements_sent.append(command[2])  # a put's new element, ahead of its script
-    assert len(elements_sent) == len(set(elements_sent)) == 1, elements_sent
+    sent = [d for op in trips.ops for d in elements_sent(op, keys.el)]
+    assert len(sent) == len(set(sent)) == 1, sent
     tup = saver.get_tuple(config(f"once-{writes_first}"))
     assert tup is not None and tup.checkpoint["channel_values"]["messages"][-1].id == "new"
 

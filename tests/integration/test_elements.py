@@ -15,9 +15,8 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph_durable import AsyncRedisSaver, RedisSaver
 from langgraph_durable.core import codec
 from langgraph_durable.core.errors import CheckpointCorruptedError
-from langgraph_durable.core.ops import Batch
 from tests.helpers import graphs
-from tests.helpers.plans import RoundTrips, before_each
+from tests.helpers.plans import RoundTrips, before_each, elements_sent
 from tests.helpers.redis_keys import flipped
 
 
@@ -63,13 +62,7 @@ def test_a_put_sends_only_the_messages_its_parent_lacks(saver: RedisSaver) -> No
     trips = RoundTrips(graph.checkpointer)
     out = graph.invoke(graphs.react_input(), {"configurable": {"thread_id": "sent"}})
     tk = saver.keys.thread("sent")
-    sent = [
-        command[2]
-        for op in trips.ops
-        if isinstance(op, Batch)
-        for command in op.commands
-        if isinstance(command, tuple) and command[:2] == ("HSET", tk.el)
-    ]
+    sent = [d for op in trips.ops for d in elements_sent(op, tk.el)]
     # Each message goes at most twice: with the task's writes, with the checkpoint that
     # first holds it; never again with the checkpoints after.
     assert len(sent) <= 2 * len(out["messages"]), len(sent)

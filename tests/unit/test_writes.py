@@ -49,8 +49,9 @@ def test_small_values_go_inside_the_script_call_and_big_ones_ahead_of_it() -> No
     assert bl == core.keys.thread(THREAD).bl and len(big_record) > 2048
     at = script.args.index("sent")
     elements = script.args[at - 1]  # E, then "sent", then the E digests (none here)
-    ahead, field, small_field, small_record = script.args[at + 1 : at + 5]
-    assert (elements, ahead, field) == (0, 1, big_field) and 0 < len(small_record) <= 2048
+    ahead, field, within, small_field, small_record = script.args[at + 1 : at + 6]
+    assert (elements, ahead, field, within) == (0, 1, big_field, 0)
+    assert 0 < len(small_record) <= 2048
     assert small_field == core.keys.blob_field("", "a", "1.0")
 
 

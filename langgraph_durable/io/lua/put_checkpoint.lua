@@ -13,13 +13,15 @@
 --       when they are: "renamed" (a channel renamed on load: always) or "first" (no
 --       parent: only while the namespace holds no checkpoint; once it does, they must
 --       be there too), 13+K .. 12+K+2U pairs (blob field, its "empty" record), 13+K+2U
---       the number E of elements sent, then
+--       the number E of elements sent (ahead of the script, with "sent"), then
 --       14+K+2U "sent": the E element digests, the number S of blob fields sent ahead
 --                 and those S fields of channels that changed, all already written
---                 by HSET / HSETNX in the same pipeline (big values cost Redis about
+--                 by HSET / HSETNX in the same pipeline (big ones cost Redis about
 --                 as much again when they pass through Lua, so the usual path keeps
---                 them out), then pairs (blob field, record) of the small ones, written
---                 here (a value sent ahead costs a check here that one sent in does not)
+--                 them out), then the number I of small elements and I pairs (digest,
+--                 element), then pairs (blob field, record) of the small values, all
+--                 written here (one sent ahead costs a check here that one sent in does
+--                 not)
 --       14+K+2U "inline": E pairs (digest, element), then pairs (blob field, record)
 --       and last, the namespace's head field and signed head (heads.py), both "" unsigned
 -- Returns the number of checkpoints the namespace now has (for keep_last retention; 0
@@ -37,10 +39,12 @@ local mode = 14 + kept + 2 * unwritten
 local sent = ARGV[mode] == 'sent'
 local last = #ARGV - 2  -- the last two: the namespace's head field and signed head, or ""
 local blobs_from, blobs_until, small_from = 0, -1, last + 1
+local inline_from = 0
 if sent then
   blobs_from = mode + 2 + sent_elements
   blobs_until = blobs_from + tonumber(ARGV[mode + 1 + sent_elements]) - 1
-  small_from = blobs_until + 1
+  inline_from = blobs_until + 2
+  small_from = inline_from + 2 * tonumber(ARGV[blobs_until + 1])
 end
 
 -- A refused write leaves nothing behind: the values sent ahead of this script go again,
@@ -122,8 +126,9 @@ if sent then
     local ok, present = pcall(redis.call, 'HEXISTS', KEYS[K_BL], ARGV[i])
     if not ok or present == 0 then return -1 end
   end
-  if not pcall(in_pairs_call, 'HSET', KEYS[K_BL], ARGV, small_from, last) then
-    return -1  -- the hash has the wrong type: sent again inline, which repairs it first
+  if not (pcall(in_pairs_call, 'HSET', KEYS[K_EL], ARGV, inline_from, small_from - 1)
+      and pcall(in_pairs_call, 'HSET', KEYS[K_BL], ARGV, small_from, last)) then
+    return -1  -- a hash has the wrong type: sent again inline, which repairs it first
   end
 else
   repair(ARGV[1])
