@@ -89,11 +89,18 @@ class Partition:
         assert self.reached.wait(SAFETY)
         old = self.cut.master_port()
         with redis.Redis(port=self.cut.primary.port) as primary:
-            self.saved_before = primary.hlen(self.key)
-        if self.how == "partition":
-            self.cut.proxy.partition()  # type: ignore[union-attr]
-        else:
-            self.cut.primary.proc.send_signal(signal.SIGSTOP)
+            if self.how == "partition":
+                # A checkpoint LangGraph writes in the background (durability "async")
+                # may be on its way as the node runs: counted once the cut is made and
+                # every byte that passed it is processed (Redis reads every ready
+                # connection in a pass of its loop: the PING's pass takes them, the
+                # HLEN comes after).
+                self.cut.proxy.partition()  # type: ignore[union-attr]
+                primary.ping()
+                self.saved_before = primary.hlen(self.key)
+            else:
+                self.saved_before = primary.hlen(self.key)
+                self.cut.primary.proc.send_signal(signal.SIGSTOP)
         self.at = time.monotonic()
         self.cut_off.set()
         wait_for(lambda: self.cut.master_port() != old, "the sentinel promoted no replica")

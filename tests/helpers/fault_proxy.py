@@ -62,6 +62,9 @@ class FaultProxy:
         self._sockets: set[socket.socket] = set()
         self._closed = False
         self._partitioned = threading.Event()
+        # held while a burst is checked against the partition and forwarded: partition()
+        # returns only once no burst is on its way past it
+        self._passing = threading.Lock()
         self._held: set[socket.socket] = set()  # connections made during the partition
         self.faults = 0
         threading.Thread(target=self._accept, daemon=True).start()
@@ -85,8 +88,12 @@ class FaultProxy:
         self._arm(None)
 
     def partition(self) -> None:
-        """Drop every byte either way from now on, closing nothing (a black hole)."""
+        """Drop every byte either way from now on, closing nothing (a black hole). On
+        return no burst is being forwarded any more: every byte that got through was
+        handed to the other side before."""
         self._partitioned.set()
+        with self._passing:
+            pass
 
     def heal(self) -> None:
         """End the partition; connections made during it are closed (they have no server
@@ -151,8 +158,11 @@ class FaultProxy:
                 forward, cut, pause = self._decide(direction, data, carried)
                 if pause:
                     time.sleep(pause)
-                if forward:
-                    dst.sendall(forward)
+                with self._passing:
+                    if self._partitioned.is_set():
+                        continue  # cut off while it waited: dropped
+                    if forward:
+                        dst.sendall(forward)
                 if cut:
                     break
         except OSError:
