@@ -31,7 +31,7 @@ import redis
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.redis_work import WORKLOADS, opener
+from benchmarks.redis_work import WORKLOADS, installed, opener
 from langgraph_durable.tools.embedded import find_server_binary
 from tests.helpers import graphs
 from tests.helpers.servers import free_port
@@ -139,12 +139,7 @@ def main() -> None:
         "--savers", default="floor,durable,durable-async,plainredis,plainredis-async"
     )
     args = parser.parse_args()
-    kinds = args.savers.split(",")
-    try:
-        import langgraph_checkpoint_plainredis  # noqa: F401
-    except ImportError:
-        print("checkpoint-plainredis not installed: left out", file=sys.stderr)
-        kinds = [k for k in kinds if not k.startswith("plainredis")]
+    kinds = installed(args.savers)
     with tempfile.TemporaryDirectory() as tmp:
         server = Callgrind(tmp)
         try:

@@ -157,6 +157,17 @@ def measure(
     return out
 
 
+def installed(savers: str) -> list[str]:
+    """The comma-separated ``savers`` whose packages are installed."""
+    kinds = savers.split(",")
+    try:
+        import langgraph_checkpoint_plainredis  # noqa: F401
+    except ImportError:
+        print("checkpoint-plainredis not installed: left out", file=sys.stderr)
+        kinds = [k for k in kinds if not k.startswith("plainredis")]
+    return kinds
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=10)
@@ -166,12 +177,7 @@ def main() -> None:
     )
     parser.add_argument("--out")
     args = parser.parse_args()
-    kinds = args.savers.split(",")
-    try:
-        import langgraph_checkpoint_plainredis  # noqa: F401
-    except ImportError:
-        print("checkpoint-plainredis not installed: left out", file=sys.stderr)
-        kinds = [k for k in kinds if not k.startswith("plainredis")]
+    kinds = installed(args.savers)
     results: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         server = start_server(tmp)

@@ -132,15 +132,19 @@ def put(
     elements = sorted((d, e) for d, e in new_elements.items() if d not in known)
     checked_from = parent.checked_from if parent is not None else 0
     check_all = parent.check_all if parent is not None else False
-    unsent, window, checked_next = unsent_window(
-        manifests,
-        elements,
-        ctx.element_cache,
-        ctx.verify_elements_on_write,
-        checked_from,
-        written,
-        check_all,
-    )
+
+    def window_of(elements: list[tuple[bytes, bytes]], first: frozenset[bytes]) -> Any:
+        return unsent_window(
+            manifests,
+            elements,
+            ctx.element_cache,
+            ctx.verify_elements_on_write,
+            checked_from,
+            first,
+            check_all,
+        )
+
+    unsent, window, checked_next = window_of(elements, written)
     remade: list[tuple[str, bytes]] = []  # kept values' manifests made again (below)
     parent_versions = parent.versions if parent is not None else None
     head = sealed_head(ctx.envelope, thread_id, ns, checkpoint["id"])  # heads.py
@@ -236,14 +240,7 @@ def put(
             )
             new_elements.update(stored_)
             elements = sorted(new_elements.items())
-            unsent, window, checked_next = unsent_window(
-                manifests,
-                elements,
-                ctx.element_cache,
-                ctx.verify_elements_on_write,
-                checked_from,
-                check_all=check_all,
-            )
+            unsent, window, checked_next = window_of(elements, frozenset())
             continue
         if (
             not reread
