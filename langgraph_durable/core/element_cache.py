@@ -34,6 +34,9 @@ class ElementCache:
         # digest -> (length, SHA-1) of the bytes stored under it, for a put to check
         # them (``known_as_stored``): kept apart from the content, so emptying it keeps them.
         self._fingerprints: dict[bytes, tuple[int, bytes]] = {}
+        # moves on whenever the fingerprints are emptied: what a put noted under one
+        # generation is still there under it (``split_memo.py`` skips noting it again)
+        self.fingerprints_generation = 0
         # (kind, block digests) -> the entries those blocks name (blocks.py): blocks
         # never change under their digests, so what they name is worked out once
         self.expansions: dict[tuple[str, tuple[bytes, ...]], Any] = {}
@@ -74,9 +77,14 @@ class ElementCache:
         (``known_as_stored``), once this process wrote them or verified them."""
         if digest not in self._fingerprints:
             if len(self._fingerprints) >= MAX_FINGERPRINTS:
-                self._fingerprints = {}
+                self.forget_fingerprints()
             sha1 = hashlib.sha1(stored).hexdigest()[:15].encode()
             self._fingerprints[digest] = (len(stored), digest + sha1)
+
+    def forget_fingerprints(self) -> None:
+        """Empty the fingerprints (what ``note_stored`` does when they are full)."""
+        self.fingerprints_generation += 1
+        self._fingerprints = {}
 
     def known_as_stored(self, digest: bytes) -> tuple[int, bytes] | None:
         """The length of the bytes stored under ``digest`` and the digest followed by

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
 from langgraph_durable.core.element_cache import ElementCache
@@ -105,22 +106,32 @@ def unsent_window(
     this put's own round trip, by HSTRLEN). ``first``: elements the parent's pending
     writes stored (not sent, never checked by a put yet), checked first; the rotation
     moves on by as many more, as if they were sent."""
-    sending = {d for d, _ in sent}
-    named = [
-        d
-        for d in dict.fromkeys(d for c in sorted(manifests) for d in every_digest(manifests[c]))
-        if d not in sending
-    ]
-    if not named:
+    # In C where it is O(n) (a put names every element of a growing list): only the
+    # window, the elements sent and ``first`` are walked in Python.
+    order = dict.fromkeys(
+        chain.from_iterable(every_digest(manifests[c]) for c in sorted(manifests))
+    )
+    for d, _ in sent:
+        order.pop(d, None)
+    if not order:
         return b"", None, 0
     known_as_stored = cache.known_as_stored
     if by_bytes:
+        named = list(order)
         found = [known_as_stored(d) for d in named]
         known = [k for k in found if k is not None]
         unknown = [d for d, k in zip(named, found) if k is None]
         return b"".join([b"s%d:" % len(known), *(k[1] for k in known), *unknown]), None, 0
-    heads = [d for d in named if d in first]
-    others = [d for d in named if d not in first] if heads else named
+    heads = (
+        [d for d in set(first) if d in order]
+        if len(first) < len(order)
+        else [d for d in order if d in first]
+    )
+    if len(heads) > 1:  # in the order the manifests name them
+        heads.sort(key=list(order).index)
+    for d in heads:
+        del order[d]
+    others = list(order)
     start = checked_from % len(others) if others else 0
     # the rotation moves on by CHECKED_PER_PUT plus every new element, sent or not
     size = len(heads) + CHECKED_PER_PUT + len(sent) + len(heads)

@@ -218,8 +218,10 @@ def split(
     digests: list[bytes] = list(before[0].digests) if before is not None else []
     stored: dict[bytes, bytes] = dict(before[0].stored) if before is not None else {}
     size = before[0].size if before is not None else 0
-    for digest in digests:  # remembered: their fingerprints too, should those be reset
-        cache.note_stored(digest, stored[digest])
+    generation = cache.fingerprints_generation
+    if before is not None and before[0].noted != generation:
+        for digest in digests:  # remembered: their fingerprints too, as those were reset
+            cache.note_stored(digest, stored[digest])
     for type_, data in serialized:
         plain = b"".join((type_.encode(), b"\x00", data))
         found = cache.by_content(plain)
@@ -248,7 +250,15 @@ def split(
             remembered_as,
             plain_whole,
             mapping,
-            Remembered(len(value), made.digests, stored, map_keys, value_bytes, size),
+            Remembered(
+                len(value),
+                made.digests,
+                stored,
+                map_keys,
+                value_bytes,
+                size,
+                generation if cache.fingerprints_generation == generation else -1,
+            ),
         )
     return made, whole
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from langgraph_durable.core.manifests import MSGPACK, msgpack_tail
@@ -34,6 +34,9 @@ class Remembered:
     keys: tuple[bytes, ...] | None  # a dict's keys, as msgpack packs them
     value_bytes: int  # the values' serialized bytes (a dict's without its keys)
     size: int  # what holding it costs, roughly
+    # the element cache's fingerprints generation under which every digest here was
+    # noted (-1: not all were), so the next split need not note them again
+    noted: int = -1
     body: bytes = b""  # set by ``SplitMemo.remember``, cut from the value serialized
 
 
@@ -73,7 +76,16 @@ class SplitMemo:
         start = _header_length(whole[1], mapping)
         if whole[0] != MSGPACK or start is None or made.size > self.max_bytes:
             return
-        made = replace(made, body=whole[1][start:])
+        made = Remembered(  # not dataclasses.replace: ~6 µs, on every put
+            made.count,
+            made.digests,
+            made.stored,
+            made.keys,
+            made.value_bytes,
+            made.size,
+            made.noted,
+            whole[1][start:],
+        )
         with self._lock:
             old = self._entries.pop(key, None)
             self._size -= old.size if old is not None else 0

@@ -129,7 +129,8 @@ def put(
         # with their elements: named, not sent again, and checked first (below).
         written = ctx.newest_versions.written((thread_id, ns), parent_id)
         known = written if parent is None else parent.digests | written
-    elements = sorted((d, e) for d, e in new_elements.items() if d not in known)
+    # new_elements holds every element of each changed list: the difference in C
+    elements = sorted((d, new_elements[d]) for d in new_elements.keys() - known)
     checked_from = parent.checked_from if parent is not None else 0
     check_all = parent.check_all if parent is not None else False
 

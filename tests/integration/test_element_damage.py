@@ -432,7 +432,7 @@ def test_a_growing_lists_oldest_element_damaged_is_found_by_the_puts_that_follow
         def damage(n: int) -> None:
             if n == 40:
                 if verify:
-                    worker.core.element_cache._fingerprints.clear()  # reset when full
+                    worker.core.element_cache.forget_fingerprints()  # as when full
                 redis_client.hset(tk.el, oldest, flipped(good) if verify else good[:-1])
 
         with caplog.at_level("WARNING", logger="langgraph_durable"):

@@ -3,6 +3,9 @@ reads, in which commands, and what their replies say. No server: replies by hand
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from langgraph_durable.core.element_cache import ElementCache
 from langgraph_durable.core.element_window import (
     CHECKED_PER_PUT,
@@ -10,6 +13,7 @@ from langgraph_durable.core.element_window import (
     Window,
     unsent_window,
 )
+from langgraph_durable.core.manifests import every_digest
 
 
 def digest(i: int) -> bytes:
@@ -105,3 +109,58 @@ def test_by_bytes_the_script_checks_them_all() -> None:
     arg, window, _ = unsent_window({"messages": (digest(0), digest(1))}, [], cache, True, 0)
     assert window is None
     assert arg.startswith(b"s1:") and arg.endswith(digest(1))
+
+
+def _window_as_specified(manifests, sent, cache, checked_from, first, check_all):  # type: ignore[no-untyped-def]
+    """The window as its docstring states it, walked element by element: what the put's
+    window, computed in C where it is O(n), must equal."""
+    sending = {d for d, _ in sent}
+    named = []
+    for channel in sorted(manifests):
+        for d in every_digest(manifests[channel]):
+            if d not in named and d not in sending:
+                named.append(d)
+    if not named:
+        return None, 0
+    heads = [d for d in named if d in first]
+    others = [d for d in named if d not in first]
+    start = checked_from % len(others) if others else 0
+    size = 2 * len(heads) + CHECKED_PER_PUT + len(sent)
+    rotated = heads + others[start:] + others[:start]
+    window, rest = rotated[:size], rotated[size:]
+    known = {d: cache.known_as_stored(d) for d in rotated}
+    fetched = tuple((d, known[d][0]) for d in window if known[d] and known[d][0] <= FETCHED_MAX)
+    by_length = [(d, known[d][0] if known[d] else None) for d in window]
+    by_length = [(d, n) for d, n in by_length if (d, n) not in fetched]
+    if check_all and rest:
+        by_length += [(d, known[d][0] if known[d] else None) for d in rest]
+        return Window(fetched, tuple(by_length), (), watch=True), start + len(window) - len(heads)
+    checked_next = start + len(window) - len(heads)
+    return Window(fetched, tuple(by_length), tuple(rest), watch=bool(rest)), checked_next
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    lists=st.lists(st.lists(st.integers(0, 40), max_size=30), min_size=1, max_size=3),
+    sent=st.lists(st.integers(0, 40), max_size=4, unique=True),
+    first=st.frozensets(st.integers(0, 40), max_size=5),
+    known=st.dictionaries(st.integers(0, 40), st.sampled_from([1, 10, FETCHED_MAX + 1])),
+    checked_from=st.integers(0, 100),
+    check_all=st.booleans(),
+)
+def test_the_window_is_the_one_its_docstring_states(  # type: ignore[no-untyped-def]
+    lists, sent, first, known, checked_from, check_all
+) -> None:
+    """Names repeated across and within channels, elements sent, heads the parent's writes
+    stored (some not named at all), elements never held here: the same window."""
+    manifests = {f"c{i}": tuple(digest(n) for n in values) for i, values in enumerate(lists)}
+    cache = known_cache(known)
+    sent_ = [(digest(n), b"") for n in sent]
+    first_ = frozenset(digest(n) for n in first)
+    arg, window, checked_next = unsent_window(
+        manifests, sent_, cache, False, checked_from, first_, check_all
+    )
+    assert arg == b""
+    assert (window, checked_next) == _window_as_specified(
+        manifests, sent_, cache, checked_from, first_, check_all
+    )
