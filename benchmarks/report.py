@@ -158,7 +158,7 @@ def targets(r: dict[str, Any]) -> list[dict[str, Any]]:
             # issue 32: a guard above this machine's noise (the aim stays 1.05x) against the
             # floor (InMemorySaver + the one round trip a write needs)
             check(
-                f"{label} superstep overhead vs the Redis floor (aim 1.05×)",
+                f"{label} superstep overhead vs the Redis floor, same API (aim 1.05×)",
                 g.get("overhead_vs_redis_floor"),
                 OVERHEAD_GUARD,
             )
