@@ -29,6 +29,7 @@ import redis.connection
 
 from langgraph_durable.core.errors import ConfigurationError
 from langgraph_durable.core.redact import redact_url
+from langgraph_durable.io import kept
 from langgraph_durable.io.deadlines import client_options, no_retry, with_deadlines
 
 logger = logging.getLogger("langgraph_durable")
@@ -275,6 +276,7 @@ def async_client(
             replica_timeout=replica_timeout,
         ),
     )
+    kept.own(pool)  # the saver's alone: it keeps a connection between round trips
     return redis.asyncio.Redis.from_pool(pool)
 
 

@@ -33,7 +33,9 @@ class Idle:
 
 
 _ATTRIBUTE = "_langgraph_durable_idle"
+_OWNED = "_langgraph_durable_owned"
 _PLAIN_POOLS = (redis.ConnectionPool, redis.asyncio.ConnectionPool)
+_BLOCKING_POOLS = (redis.BlockingConnectionPool, redis.asyncio.BlockingConnectionPool)
 _idle_lock = threading.Lock()
 
 
@@ -45,19 +47,28 @@ def _new_lock_in_child() -> None:  # a fork while another thread held the lock
 os.register_at_fork(after_in_child=_new_lock_in_child)
 
 
+def own(pool: Any) -> None:
+    """Mark ``pool`` as one a saver made for itself (``connect.py``): its only user."""
+    pool.__dict__[_OWNED] = True
+
+
 def idle_of(pool: Any) -> Idle | None:
     """The kept connections of ``pool``, or None where it must not keep any: only a
-    plain pool (a blocking one makes its callers wait for what is kept; a Sentinel one
-    asks Sentinel for the master at checkout), big enough (redis-py 8's default is 100),
-    without client-side caching or a credential provider (whose re-authentication
-    happens when a connection goes back to the pool)."""
+    plain pool (a blocking one someone else shares makes its callers wait for what is
+    kept; a Sentinel one asks Sentinel for the master at checkout), or a blocking one a
+    saver made for itself (its round trips take a kept connection before they would
+    wait, and at most a sixteenth is kept: a round trip that waits has the others to
+    wait for), big enough (redis-py 8's default is 100), without client-side caching or
+    a credential provider (whose re-authentication happens when a connection goes back
+    to the pool)."""
     idle = pool.__dict__.get(_ATTRIBUTE, False)
     if idle is False:
         limit = min(IDLE_MAX, (getattr(pool, "max_connections", 0) or 0) // 16)
         kwargs = getattr(pool, "connection_kwargs", {})
+        owned_blocking = type(pool) in _BLOCKING_POOLS and pool.__dict__.get(_OWNED, False)
         keep = (
             limit > 0
-            and type(pool) in _PLAIN_POOLS
+            and (type(pool) in _PLAIN_POOLS or owned_blocking)
             and getattr(pool, "cache", None) is None
             and kwargs.get("credential_provider") is None
         )

@@ -192,3 +192,39 @@ def test_a_kept_connection_the_server_asked_to_move_reconnects(
         await aclient.aclose()
 
     asyncio.run(run())
+
+
+def test_an_asyncio_saver_made_from_a_url_keeps_a_connection_between_round_trips(
+    redis_url: str, key_prefix: str
+) -> None:
+    """Its pool is a blocking one only it uses: a round trip takes the connection the one
+    before kept instead of the pool's checkout (a lock and a probe of the socket each
+    time); closing the saver gives it back."""
+
+    async def run() -> None:
+        async with AsyncRedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as saver:
+            pool = saver.client.connection_pool
+            assert isinstance(pool, redis.asyncio.BlockingConnectionPool)
+            await saver.aput(*one_checkpoint("a"))
+            assert in_use(pool) == 1  # kept
+            connection = kept.idle_of(pool).connections[-1]
+            assert await saver.aget_tuple(one_checkpoint("a")[0]) is not None
+            assert kept.idle_of(pool).connections == [connection]  # the same, again
+        assert in_use(pool) == 0
+
+    asyncio.run(run())
+
+
+def test_an_asyncio_blocking_pool_the_caller_shares_gets_every_connection_back(
+    redis_url: str, key_prefix: str
+) -> None:
+    async def run() -> None:
+        pool = redis.asyncio.BlockingConnectionPool.from_url(redis_url, max_connections=50)
+        client = redis.asyncio.Redis(connection_pool=pool)
+        saver = AsyncRedisSaver(client, key_prefix=key_prefix)
+        await saver.aput(*one_checkpoint("a"))
+        assert await saver.aget_tuple(one_checkpoint("a")[0]) is not None
+        assert in_use(pool) == 0
+        await client.aclose()
+
+    asyncio.run(run())
