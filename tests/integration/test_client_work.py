@@ -1,0 +1,109 @@
+"""The saver's own Python work per superstep, counted (deterministic, unlike timings):
+the bytecode instructions executed in langgraph_durable's code by the put and put_writes
+calls of the benchmark's ReAct workload, recorded from a real graph run and replayed on a
+server of the test's own. Serializing the values (LangGraph's serializer, which every
+saver pays, InMemorySaver too) and redis-py are not counted: what is counted is ours to
+make smaller. A change that adds work to the write path fails here and says by how much;
+docs/reference/performance.md says where a superstep's time goes."""
+
+from __future__ import annotations
+
+import copy
+import sys
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from langgraph.checkpoint.memory import InMemorySaver
+
+import langgraph_durable
+from langgraph_durable import RedisSaver
+from tests.helpers import graphs
+from tests.helpers.servers import start_server
+
+ROUNDS = 40  # tool rounds, as the benchmark's (a): 2 * ROUNDS + 1 supersteps
+SUPERSTEPS = 2 * ROUNDS + 1
+PAYLOAD = 1500  # the benchmark's characters per AI message
+PACKAGE = str(Path(langgraph_durable.__file__).parent)
+# Measured 2026-11-28: 13,282 per superstep, the same in every run (1fabfa8: 15,608;
+# since, the put's window, the elements it sends and the split memo's fingerprints are
+# worked out in C where they are O(n) in the thread's messages). The bound leaves room
+# for a LangGraph that calls with other values, no more.
+BOUND = 13_900
+
+
+class Recording(InMemorySaver):
+    """InMemorySaver that keeps a copy of every put and put_writes call made to it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[str, tuple[Any, ...]]] = []
+
+    def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        conf = {k: v for k, v in config["configurable"].items() if isinstance(v, str)}
+        args = copy.deepcopy((checkpoint, metadata, new_versions))
+        self.calls.append(("put", ({"configurable": conf}, *args)))
+        return super().put(config, checkpoint, metadata, new_versions)
+
+    def put_writes(self, config: Any, writes: Any, task_id: str, task_path: str = "") -> None:
+        conf = {k: v for k, v in config["configurable"].items() if isinstance(v, str)}
+        args = copy.deepcopy((writes, task_id, task_path))
+        self.calls.append(("put_writes", ({"configurable": conf}, *args)))
+        super().put_writes(config, writes, task_id, task_path)
+
+
+def replay(saver: RedisSaver, calls: list[tuple[str, tuple[Any, ...]]], thread: str) -> None:
+    for method, (config, *rest) in calls:
+        conf = {**config["configurable"], "thread_id": thread}
+        getattr(saver, method)({"configurable": conf}, *rest)
+
+
+def opcodes_in_package(run: Any) -> int:
+    """Bytecode instructions ``run()`` executes in frames of langgraph_durable's files."""
+    count = 0
+
+    def local(frame: FrameType, event: str, arg: Any) -> Any:
+        nonlocal count
+        if event == "opcode":
+            count += 1
+        return local
+
+    def tracer(frame: FrameType, event: str, arg: Any) -> Any:
+        if not frame.f_code.co_filename.startswith(PACKAGE):
+            return None
+        frame.f_trace_opcodes = True
+        frame.f_trace_lines = False
+        return local
+
+    sys.settrace(tracer)
+    try:
+        run()
+    finally:
+        sys.settrace(None)
+    return count
+
+
+def test_the_savers_python_work_per_superstep_stays_within_its_bound(tmp_path: Path) -> None:
+    recording = Recording()
+    graph = graphs.react_graph(rounds=ROUNDS, payload=PAYLOAD).compile(checkpointer=recording)
+    graph.invoke(graphs.react_input(), {"configurable": {"thread_id": "recorded"}})
+    assert [m for m, _ in recording.calls].count("put") == SUPERSTEPS + 2  # and the input
+    server = start_server(str(tmp_path))
+    try:
+        with RedisSaver.from_conn_string(server.url, key_prefix="lgdwork") as saver:
+            replay(saver, recording.calls, "warm-up")  # scripts loaded, caches as a worker's
+            measured = opcodes_in_package(lambda: replay(saver, recording.calls, "measured"))
+            stored = saver.get_tuple({"configurable": {"thread_id": "measured"}})
+    finally:
+        server.stop()
+    assert (
+        stored is not None
+        and len(stored.checkpoint["channel_values"]["messages"]) == 2 * ROUNDS + 2
+    )
+    per_superstep = measured / SUPERSTEPS
+    print(f"\n{per_superstep:,.0f} bytecode instructions per superstep")
+    assert per_superstep <= BOUND, (
+        f"{per_superstep:,.0f} bytecode instructions per superstep in langgraph_durable's "
+        f"put and put_writes, over the bound of {BOUND:,} by "
+        f"{per_superstep - BOUND:,.0f} ({per_superstep / BOUND - 1:.0%})"
+    )
