@@ -82,9 +82,13 @@ class ElementCache:
             self._fingerprints[digest] = (len(stored), digest + sha1)
 
     def forget_fingerprints(self) -> None:
-        """Empty the fingerprints (what ``note_stored`` does when they are full)."""
-        self.fingerprints_generation += 1
-        self._fingerprints = {}
+        """Empty the fingerprints (what ``note_stored`` does when they are full). The
+        generation moves on only once they are emptied: a put that read it before noted
+        into the old ones and sees it moved (``split_memo.py``); one that read it after
+        notes into the new. Under the lock, so two resets at once move it twice."""
+        with self._lock:
+            self._fingerprints = {}
+            self.fingerprints_generation += 1
 
     def known_as_stored(self, digest: bytes) -> tuple[int, bytes] | None:
         """The length of the bytes stored under ``digest`` and the digest followed by

@@ -21,6 +21,9 @@ from langgraph_durable.core.manifests import every_digest
 
 # Elements named without sending that a put checks by length.
 CHECKED_PER_PUT = 8
+# Up to this many elements the parent's writes stored are put in the manifests' order
+# by a search each (in C); more, by one pass over every named element.
+HEADS_SORTED_BY_INDEX = 8
 # Known elements up to this size are checked by reading them (one HMGET for them all):
 # bigger ones by HSTRLEN each, so a put reads back at most (8 + new) x 4 KB.
 FETCHED_MAX = 4096
@@ -122,13 +125,15 @@ def unsent_window(
         known = [k for k in found if k is not None]
         unknown = [d for d, k in zip(named, found) if k is None]
         return b"".join([b"s%d:" % len(known), *(k[1] for k in known), *unknown]), None, 0
-    heads = (
-        [d for d in set(first) if d in order]
-        if len(first) < len(order)
-        else [d for d in order if d in first]
-    )
-    if len(heads) > 1:  # in the order the manifests name them
-        heads.sort(key=list(order).index)
+    if len(first) < len(order):  # usually a message or two: looked up, then put in order
+        heads = [d for d in set(first) if d in order]
+        if len(heads) > HEADS_SORTED_BY_INDEX:  # many: one pass over the named instead
+            kept = set(heads)
+            heads = [d for d in order if d in kept]
+        elif len(heads) > 1:  # in the order the manifests name them
+            heads.sort(key=list(order).index)
+    else:
+        heads = [d for d in order if d in first]
     for d in heads:
         del order[d]
     others = list(order)
