@@ -135,7 +135,39 @@ def floor_key(h: Handle) -> str:
     return "memory-async" if h.mode == "async" else "memory"
 
 
-class RedisFloorSaver(InMemorySaver):
+class _FloorWrites(InMemorySaver):
+    """What both floors write: the bytes InMemorySaver just serialized (no second
+    dumps), queued on a pipeline."""
+
+    prefix: str
+
+    def _key(self, config: RunnableConfig, kind: str) -> str:
+        return f"{self.prefix}:{{{config['configurable']['thread_id']}}}:{kind}"
+
+    def _queue_put(
+        self, pipe: Any, config: RunnableConfig, out: Any, checkpoint: Any, new_versions: Any
+    ) -> None:
+        thread_id, ns = out["configurable"]["thread_id"], out["configurable"]["checkpoint_ns"]
+        stored, meta, _ = self.storage[thread_id][ns][checkpoint["id"]]
+        pipe.hset(self._key(config, "cp"), checkpoint["id"], stored[1] + meta[1])
+        for channel, version in new_versions.items():
+            value = self.blobs[(thread_id, ns, channel, version)][1]
+            pipe.hset(self._key(config, "bl"), f"{channel}:{version}", value)
+        pipe.zadd(self._key(config, "cps"), {checkpoint["id"]: 0})
+
+    def _queue_writes(self, pipe: Any, config: RunnableConfig, task_id: str) -> None:
+        conf = config["configurable"]
+        stored = self.writes[
+            (conf["thread_id"], conf.get("checkpoint_ns", ""), conf["checkpoint_id"])
+        ]
+        for (task, idx), (_, _, value, _) in stored.items():
+            if task == task_id:
+                pipe.hset(
+                    self._key(config, "wr"), f"{conf['checkpoint_id']}:{task}:{idx}", value[1]
+                )
+
+
+class RedisFloorSaver(_FloorWrites):
     """Not a checkpointer anyone should use: InMemorySaver plus the least any Redis
     checkpointer must do on the same calls, i.e. write the serialized new data of each
     put and put_writes with one pipelined round trip (no index, no integrity, no
@@ -146,20 +178,10 @@ class RedisFloorSaver(InMemorySaver):
         super().__init__()
         self.client, self.prefix = client, prefix
 
-    def _key(self, config: RunnableConfig, kind: str) -> str:
-        return f"{self.prefix}:{{{config['configurable']['thread_id']}}}:{kind}"
-
-    # The bytes written are the ones InMemorySaver just serialized (no second dumps).
     def put(self, config: RunnableConfig, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
         out = super().put(config, checkpoint, metadata, new_versions)
-        thread_id, ns = out["configurable"]["thread_id"], out["configurable"]["checkpoint_ns"]
-        stored, meta, _ = self.storage[thread_id][ns][checkpoint["id"]]
         pipe = self.client.pipeline(transaction=False)
-        pipe.hset(self._key(config, "cp"), checkpoint["id"], stored[1] + meta[1])
-        for channel, version in new_versions.items():
-            value = self.blobs[(thread_id, ns, channel, version)][1]
-            pipe.hset(self._key(config, "bl"), f"{channel}:{version}", value)
-        pipe.zadd(self._key(config, "cps"), {checkpoint["id"]: 0})
+        self._queue_put(pipe, config, out, checkpoint, new_versions)
         pipe.execute()
         return out
 
@@ -167,20 +189,12 @@ class RedisFloorSaver(InMemorySaver):
         self, config: RunnableConfig, writes: Any, task_id: str, task_path: str = ""
     ) -> None:
         super().put_writes(config, writes, task_id, task_path)
-        conf = config["configurable"]
-        stored = self.writes[
-            (conf["thread_id"], conf.get("checkpoint_ns", ""), conf["checkpoint_id"])
-        ]
         pipe = self.client.pipeline(transaction=False)
-        for (task, idx), (_, _, value, _) in stored.items():
-            if task == task_id:
-                pipe.hset(
-                    self._key(config, "wr"), f"{conf['checkpoint_id']}:{task}:{idx}", value[1]
-                )
+        self._queue_writes(pipe, config, task_id)
         pipe.execute()
 
 
-class AsyncRedisFloorSaver(InMemorySaver):
+class AsyncRedisFloorSaver(_FloorWrites):
     """``RedisFloorSaver`` through the async API: InMemorySaver's ``aput`` and
     ``aput_writes`` (which run its sync ones) plus the same one pipelined round trip,
     on an asyncio client. What an async Redis saver is compared with: the async API
@@ -189,22 +203,13 @@ class AsyncRedisFloorSaver(InMemorySaver):
     def __init__(self, client: redis.asyncio.Redis, prefix: str) -> None:
         super().__init__()
         self.client, self.prefix = client, prefix
-        self._sync = RedisFloorSaver.__new__(RedisFloorSaver)  # its key naming only
-        self._sync.prefix = prefix
 
     async def aput(
         self, config: RunnableConfig, checkpoint: Any, metadata: Any, new_versions: Any
     ) -> Any:
         out = self.put(config, checkpoint, metadata, new_versions)
-        thread_id, ns = out["configurable"]["thread_id"], out["configurable"]["checkpoint_ns"]
-        stored, meta, _ = self.storage[thread_id][ns][checkpoint["id"]]
-        key = self._sync._key
         pipe = self.client.pipeline(transaction=False)
-        pipe.hset(key(config, "cp"), checkpoint["id"], stored[1] + meta[1])
-        for channel, version in new_versions.items():
-            value = self.blobs[(thread_id, ns, channel, version)][1]
-            pipe.hset(key(config, "bl"), f"{channel}:{version}", value)
-        pipe.zadd(key(config, "cps"), {checkpoint["id"]: 0})
+        self._queue_put(pipe, config, out, checkpoint, new_versions)
         await pipe.execute()
         return out
 
@@ -212,16 +217,8 @@ class AsyncRedisFloorSaver(InMemorySaver):
         self, config: RunnableConfig, writes: Any, task_id: str, task_path: str = ""
     ) -> None:
         self.put_writes(config, writes, task_id, task_path)
-        conf = config["configurable"]
-        stored = self.writes[
-            (conf["thread_id"], conf.get("checkpoint_ns", ""), conf["checkpoint_id"])
-        ]
         pipe = self.client.pipeline(transaction=False)
-        for (task, idx), (_, _, value, _) in stored.items():
-            if task == task_id:
-                pipe.hset(
-                    self._sync._key(config, "wr"), f"{conf['checkpoint_id']}:{task}:{idx}", value[1]
-                )
+        self._queue_writes(pipe, config, task_id)
         await pipe.execute()
 
 
