@@ -27,6 +27,7 @@ class Script:
     name: str
     keys: list[str]
     args: list[Any]
+    layout: str = ""  # layouts.COMPACT: KEYS in the compact layout, for that variant
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ def write_reply(
     type (LGD_REPAIR) is sent again with the damaged twins to move it to; other errors
     are raised, typed."""
     if reply_codes.needs_repair(reply):
-        again = Script(script.name, tk.with_twins(), script.args)
+        again = Script(script.name, tk.with_twins(), script.args)  # the full layout
         (reply,), acked = yield from write_round_trip(ctx, [again], raising=True)
         return reply, acked
     if isinstance(reply, Exception):

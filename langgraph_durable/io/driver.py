@@ -154,7 +154,7 @@ class Driver:
             # NOSCRIPT: load the scripts and send again; lost again (a failover between
             # the load and the call), send the source itself (EVAL): no NOSCRIPT there
             for whole in (False, False, True):
-                command = self._scripts.command(op.name, op.keys, op.args, whole=whole)
+                command = self._scripts.command(op.name + op.layout, op.keys, op.args, whole=whole)
                 try:
                     return (yield self._call(command))
                 except ResponseError as exc:
@@ -233,7 +233,7 @@ class Driver:
 
     def _batch_commands(self, op: Batch, whole: bool = False) -> list[Any]:
         return [
-            self._scripts.command(c.name, c.keys, c.args, whole=whole)
+            self._scripts.command(c.name + c.layout, c.keys, c.args, whole=whole)
             if isinstance(c, Script)
             else c
             for c in op.commands

@@ -20,9 +20,12 @@ from functools import cache
 from importlib.resources import files
 from typing import Any
 
+from langgraph_durable.core.layouts import COMPACT, COMPACT_LAYOUTS
+
 SCRIPT_NAMES = (
     "put_checkpoint",
     "put_writes",
+    *(name + COMPACT for name in COMPACT_LAYOUTS),
     "read_checkpoints",
     "read_index",
     "recheck_values",
@@ -45,26 +48,62 @@ _NO_WRITES = "#!lua flags=no-writes\n"
 @cache
 def script_source(name: str, flagged: bool = False) -> str:
     folder = files("langgraph_durable.io") / "lua"
-    source = assemble((folder / "_prelude.lua").read_text(), (folder / f"{name}.lua").read_text())
+    base = name.removesuffix(COMPACT)
+    prelude, body = (folder / "_prelude.lua").read_text(), (folder / f"{base}.lua").read_text()
+    if base != name:
+        return compact(prelude, body, COMPACT_LAYOUTS[base])
+    source = assemble(prelude, body)
     return _NO_WRITES + source if flagged and name in READ_ONLY else source
+
+
+def compact(prelude: str, body: str, layout: tuple[str, ...]) -> str:
+    """Script ``body`` for KEYS in ``layout`` (``layouts.py``): each key at
+    its position there; one left out at a position no call passes (a path that reached
+    it would fail, not touch another key). Such a call has no ttl: its first line
+    refuses one (``arm`` and ``persist`` walk every key of the full layout). So the
+    helpers of ``_NOT_IN_COMPACT`` do nothing or never run: one no-op stands for them
+    all (Redis makes each closure of a script anew at every call)."""
+    at = {f"K_{kind.upper()}": str(i) for i, kind in enumerate(layout, 1)}
+    positions = dict.fromkeys(_constant_names(prelude), "99") | at
+    source = assemble(prelude, body, positions, stubs=_NOT_IN_COMPACT)
+    names = ", ".join(_NOT_IN_COMPACT)
+    first = (
+        "if ARGV[1] ~= '0' then return redis.error_reply('LGD_LAYOUT compact keys, a ttl') end "
+        f"local function noop() end local {names} = {', '.join(['noop'] * len(_NOT_IN_COMPACT))} "
+    )
+    return first + source  # on the first line: Redis's line numbers stay the prelude's
+
+
+# Without a ttl: arm, touch and persist do nothing, interrupted is asked only with one
+# (and writes_of only by it); without the twins, repairing never calls repair.
+_NOT_IN_COMPACT = ("arm", "touch", "persist", "interrupted", "writes_of", "repair")
+
+
+def _constant_names(prelude: str) -> list[str]:
+    return [n for names, _ in _CONSTANTS.findall(prelude) for n in names.split(", ")]
 
 
 _CONSTANTS = re.compile(r"^local ((?:K_[A-Z]+|TWIN)(?:, (?:K_[A-Z]+|TWIN))*) = (.+)$", re.MULTILINE)
 _DEFINITION = re.compile(r"^local (function )?(\w+)")
 
 
-def assemble(prelude: str, body: str) -> str:
+def assemble(
+    prelude: str, body: str, positions: dict[str, str] | None = None, stubs: tuple[str, ...] = ()
+) -> str:
     """Script ``body`` behind the prelude as it runs it: the key positions (``K_*``,
     ``TWIN``) written as numbers, and the definitions ``body`` never reaches blanked out
     (neither changes what a script does). Redis runs a whole
     script at every call, so each function the prelude defines is a closure made anew and
     each table a table filled anew (~20,000 instructions of Redis a call for the whole
     prelude, as much as four commands the script calls). Every line stays, blank where
-    cut, so Redis's line numbers still point into ``_prelude.lua``."""
+    cut, so Redis's line numbers still point into ``_prelude.lua``. ``positions``, if
+    given, replaces the prelude's numbers, and the definitions of ``stubs`` are cut,
+    the caller defining those names (``compact``)."""
     values: dict[str, str] = {}
     for names, numbers in _CONSTANTS.findall(prelude):
         for key, value in zip(names.split(", "), numbers.split(", "), strict=True):
             values[key] = values.get(value, value)
+    values |= positions or {}
     as_number = re.compile(r"\b(" + "|".join(values) + r")\b")
     lines = as_number.sub(lambda m: values[m.group(1)], _CONSTANTS.sub("", prelude)).split("\n")
     blocks: dict[str, range] = {}  # each definition's lines
@@ -80,7 +119,7 @@ def assemble(prelude: str, body: str) -> str:
             blocks[found.group(2)] = range(at, end + 1)
         at = end + 1
     body = as_number.sub(lambda m: values[m.group(1)], body)
-    needed: set[str] = set()
+    needed: set[str] = set(stubs)  # reached or not, their definitions are cut below
     reach = [body]
     while reach:
         text = reach.pop()
@@ -88,7 +127,7 @@ def assemble(prelude: str, body: str) -> str:
             if name not in needed and re.search(rf"\b{name}\b", text):
                 needed.add(name)
                 reach.append("\n".join(lines[i] for i in span))
-    cut = {i for name, span in blocks.items() if name not in needed for i in span}
+    cut = {i for name, span in blocks.items() if name not in needed or name in stubs for i in span}
     kept = "\n".join("" if i in cut else line for i, line in enumerate(lines))
     return kept + "\n" + body
 

@@ -110,3 +110,23 @@ end"""
     assert "KEYS[2]" in source and source.endswith("return two() + KEYS[1]")
     assert "unused" not in source and "local T" not in source and "'x'" not in source
     assert source.count("\n") == 12, "every line kept, blank where cut"
+
+
+@pytest.mark.parametrize("name", list(scripts.COMPACT_LAYOUTS))
+def test_a_compact_variant_reaches_only_the_keys_of_its_layout_and_refuses_a_ttl(
+    name: str,
+) -> None:
+    full = code_of(scripts.script_source(name))
+    compact = scripts.script_source(name + scripts.COMPACT)
+    first_line = compact.split("\n", 1)[0]
+    assert first_line.startswith("if ARGV[1] ~= '0' then return redis.error_reply('LGD_LAYOUT")
+    code = code_of(compact)
+    layout = scripts.COMPACT_LAYOUTS[name]
+    positions = {int(p) for p in re.findall(r"KEYS\[(\d+)", code)}
+    # every position of the layout, and 99 (a key left out) only where no call reaches
+    assert positions - {99} <= set(range(1, len(layout) + 1))
+    assert len(re.findall(r"KEYS\[(\d+)", code)) <= len(re.findall(r"KEYS\[(\d+)", full))
+    for stub in ("arm", "touch", "persist", "repair"):
+        assert not re.search(rf"\blocal function {stub}\b", code), f"{stub} made at every call"
+    # the body is the full script's, unchanged
+    assert compact.endswith(scripts.script_source(name).rsplit("\n", 1)[-1])

@@ -16,6 +16,7 @@ from langgraph_durable.core.errors import (
     NotReplicatedError,
 )
 from langgraph_durable.core.fencing import Lease
+from langgraph_durable.core.layouts import COMPACT, compact_keys
 from langgraph_durable.core.ops import Batch, Script
 from tests.unit.scripted import PREFIX, THREAD, config, drive, make_core
 
@@ -34,6 +35,19 @@ def test_put_is_one_round_trip_whole_or_not_at_all() -> None:
     script = batch.commands[-1]
     assert script.args[0] == 60 and script.args[1] == ""  # ttl, no lease held
     assert stored["configurable"]["thread_id"] == THREAD
+    # a ttl is set on every key of the thread: the full layout, not the compact one
+    tk = core.keys.thread(THREAD)
+    assert (script.keys, script.layout) == (tk.for_writes(), "")
+    writes = core.put_writes(config("c1"), [("a", 1)], "task")
+    _, (batch,) = drive(writes, ("batch:put_writes", [1]))
+    assert (batch.commands[-1].keys, batch.commands[-1].layout) == (tk.for_writes(), "")
+    _, (batch,) = drive(
+        make_core().put_writes(config("c1"), [("a", 1)], "task"), ("batch:put_writes", [1])
+    )
+    assert (batch.commands[-1].keys, batch.commands[-1].layout) == (
+        compact_keys(tk, "put_writes"),
+        COMPACT,
+    )
 
 
 def test_small_values_go_inside_the_script_call_and_big_ones_ahead_of_it() -> None:
@@ -99,7 +113,9 @@ def test_a_key_of_the_wrong_type_is_repaired_and_the_write_sent_again() -> None:
     )
     first, (again,) = ops[0].commands[-1], ops[1].commands
     assert isinstance(again, Script) and again.args == first.args
-    assert again.keys == tk.with_twins() and first.keys == tk.for_writes()
+    # without a ttl, first with the compact layout's keys; the resend with every key
+    assert (first.keys, first.layout) == (compact_keys(tk, "put_checkpoint"), COMPACT)
+    assert (again.keys, again.layout) == (tk.with_twins(), "")
 
 
 def test_put_waits_for_replicas_and_says_when_too_few_acknowledged() -> None:

@@ -36,6 +36,7 @@ end
 -- then has no expiry (persist), which only the next checkpoint write ends (arm).
 -- The lease and the fence keep their own expiry (lease.lua).
 local function arm(ttl)
+  if ttl == '0' then return end  -- none: told without parsing a number (~1,400 instructions)
   ttl = tonumber(ttl)
   if ttl and ttl > 0 then
     for i = 1, K_LEASE - 1 do redis.call('EXPIRE', KEYS[i], ttl) end
@@ -43,6 +44,7 @@ local function arm(ttl)
 end
 
 local function touch(ttl)
+  if ttl == '0' then return end
   local seconds = tonumber(ttl)
   if seconds and seconds > 0 and redis.call('PTTL', KEYS[K_CP]) ~= -1 then arm(seconds) end
 end
@@ -90,27 +92,23 @@ end
 -- One writer per thread. A write carrying a fencing token is accepted only while that
 -- token is the newest handed out for the thread; a write without one only while no
 -- worker holds the lease. A lease or fence key of the wrong type (damage) refuses both,
--- typed: the next acquire (lease.lua) sets them right. Returns the error to reply with,
--- or nil to go ahead.
-local function fence_denial_here(token)
-  if token == '' then
-    local holder, damaged = string_at(K_LEASE)
-    if damaged then return 'LGD_LEASED ? -1' end
-    if holder then
-      return 'LGD_LEASED ' .. string.gsub(holder, '%z.*', '') .. ' ' .. redis.call('PTTL', KEYS[K_LEASE])
-    end
-    return nil
-  end
-  local newest = string_at(K_FENCE)
-  if newest ~= token then
-    return 'LGD_FENCED ' .. token .. ' ' .. (newest or 'none')
-  end
-  return nil
-end
-
--- fence_denial_here, unless this server is a replica (not_writable): then its READONLY.
+-- typed: the next acquire (lease.lua) sets them right. Returns the error to reply with
+-- (on a replica, not_writable's READONLY instead), or nil to go ahead. One function,
+-- with no helper of its own: Redis makes every closure of a script anew at each call.
 local function fence_denial(token)
-  local denial = fence_denial_here(token)
+  local denial
+  if token == '' then
+    local ok, holder = pcall(redis.call, 'GET', KEYS[K_LEASE])
+    if not ok then
+      denial = 'LGD_LEASED ? -1'
+    elseif holder then
+      denial = 'LGD_LEASED ' .. string.gsub(holder, '%z.*', '') .. ' ' .. redis.call('PTTL', KEYS[K_LEASE])
+    end
+  else
+    local ok, newest = pcall(redis.call, 'GET', KEYS[K_FENCE])
+    if not ok then newest = nil end
+    if newest ~= token then denial = 'LGD_FENCED ' .. token .. ' ' .. (newest or 'none') end
+  end
   return denial and (not_writable() or denial)
 end
 
@@ -131,10 +129,10 @@ end
 
 -- Whether checkpoint `member` has an interrupt() pending write: its index is LangGraph's
 -- WRITES_IDX_MAP[INTERRUPT] (-3), stored offset by 2^31 (keys.py write_member).
-local INTERRUPT_IDX = '\0' .. '2147483645'
 local function interrupted(member)
+  local idx = '\0002147483645'  -- a constant, not a string built at every call
   for _, wm in ipairs(writes_of(member)) do
-    if string.sub(wm, -#INTERRUPT_IDX) == INTERRUPT_IDX then return true end
+    if string.sub(wm, -#idx) == idx then return true end
   end
   return false
 end
@@ -164,14 +162,19 @@ local function unindexed()
   return out
 end
 
-local KEY_TYPES = {'zset', 'zset', 'hash', 'hash', 'hash', 'hash', 'hash', 'hash', 'zset', 'zset', 'hash', 'string', 'hash'}
+-- The type of each of the thirteen keys, in ThreadKeys order.
+local KEY_TYPES = 'zset zset hash hash hash hash hash hash zset zset hash string hash'
 
 -- Before writing: move every key of the wrong type to its "damaged" twin. The twin gets
 -- the thread's ttl (seconds, 0 for none): RENAME keeps the source's, which may be none.
+-- Its table is made here, where a repair needs it, not at every call of every script.
 local function repair(ttl)
   ttl = tonumber(ttl) or 0
-  for i = 1, #KEY_TYPES do
-    if not usable(i, KEY_TYPES[i]) then
+  local i = 0
+  for want in string.gmatch(KEY_TYPES, '%a+') do
+    i = i + 1
+    local t = redis.call('TYPE', KEYS[i]).ok
+    if t ~= want and t ~= 'none' then
       redis.call('RENAME', KEYS[i], KEYS[TWIN + i])
       if ttl > 0 then redis.call('EXPIRE', KEYS[TWIN + i], ttl) end
     end
@@ -183,7 +186,7 @@ end
 -- False when that needs the twins and the caller did not send them (reply LGD_REPAIR).
 local function repairing(fn, ttl)
   if pcall(fn) then return true end
-  if #KEYS < TWIN + #KEY_TYPES then return false end
+  if #KEYS < TWIN + 13 then return false end
   repair(ttl)
   fn()
   return true

@@ -40,7 +40,7 @@ for i = first, #ARGV, 6 do
   local field = ARGV[i]
   if ARGV[i + 1] == '' then
     if redis.call('HEXISTS', KEYS[K_LG], field) == 1 then
-      redis.call('ZADD', KEYS[K_LGX], 0, field)
+      redis.call('ZADD', KEYS[K_LGX], '0', field)
     end
   else
     if ARGV[i + 3] ~= '' then
@@ -50,7 +50,7 @@ for i = first, #ARGV, 6 do
       end
     end
     redis.call('HSET', KEYS[K_LG], field, ARGV[i + 1])
-    redis.call('ZADD', KEYS[K_LGX], 0, field)
+    redis.call('ZADD', KEYS[K_LGX], '0', field)
     if ARGV[i + 4] ~= '' then redis.call('HSET', KEYS[K_HEAD], ARGV[i + 4], ARGV[i + 5]) end
   end
 end

@@ -10,7 +10,7 @@
 --       write record, "1" to overwrite | "0")
 local denied = fence_denial(ARGV[2])
 if denied then return redis.error_reply(denied) end
-local first = 4 + 2 * tonumber(ARGV[3])
+local first = 4 + 2 * ARGV[3]
 local repaired = repairing(function()
   next_generation()  -- a retention deletion planned before these is void
   in_pairs_call('HSET', KEYS[K_EL], ARGV, 4, first - 1)  -- right by their digests: heals
@@ -21,7 +21,7 @@ local repaired = repairing(function()
     else
       redis.call('HSETNX', KEYS[K_WR], ARGV[i], ARGV[i + 1])
     end
-    members[#members + 1] = 0
+    members[#members + 1] = '0'
     members[#members + 1] = ARGV[i]
   end
   -- Indexed (in one ZADD) even when HSETNX kept an earlier record: a no-op then, unless
