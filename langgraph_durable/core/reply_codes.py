@@ -48,7 +48,7 @@ def _lease_lost(keys: KeySchema, op: Script, thread_id: str, detail: str) -> Exc
 def _checkpoint_lost(keys: KeySchema, op: Script, thread_id: str, detail: str) -> Exception:
     # put_checkpoint's ARGV[8], the parent; without one, ARGV[3], the checkpoint itself
     ns, parent_id = keys.parse_checkpoint_member(op.args[7] or op.args[2])
-    missing = "the checkpoint is not in the index"
+    missing = "the checkpoint's record is not there"
     if detail.startswith("value "):
         _, channel, version = keys.parse_blob_field(op.args[int(detail[6:]) - 1])
         missing = f"the value of channel {channel!r}@{version} it passes on is missing"

@@ -419,7 +419,7 @@ def test_building_on_a_flushed_checkpoint_raises_and_writes_no_checkpoint(
         with pytest.raises(CheckpointLostError) as lost:
             graph.update_state(last.config, {"messages": [HumanMessage("hi", id="h2")]})
         assert lost.value.parent_checkpoint_id == last.config["configurable"]["checkpoint_id"]
-        assert "not in the index" in lost.value.missing
+        assert "record is not there" in lost.value.missing
         assert admin.dbsize() == 0, "the refused write left nothing behind"
         with pytest.raises(CheckpointLostError):
             graph.invoke(graphs.react_input("again"), last.config, durability=durability)
@@ -451,6 +451,38 @@ def test_a_parent_whose_values_are_gone_is_lost_too(private: Callable[..., Serve
         assert not admin.exists(bl), "the refused write took its values back"
         assert admin.zcard(saver.keys.thread("t").cps) == 3  # steps -1, 0, 1: no step 2
     admin.close()
+
+
+@pytest.mark.parametrize("ttl", [None, 60])  # the compact layout and the full one
+def test_the_parent_is_checked_by_its_record_and_a_damaged_hash_is_repaired_not_refused(
+    redis_url: str, key_prefix: str, redis_client: redis.Redis, ttl: int | None
+) -> None:
+    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix, ttl=ttl) as saver:
+        tk = saver.keys.thread("t")
+        first = saver.put(*child_of(saver, None, 1))
+        second = saver.put(*child_of(saver, first, 2))
+        parent = saver.keys.checkpoint_member("", second["configurable"]["checkpoint_id"])
+        # its index entry lost alone: the record is there, the put goes on
+        args = child_of(saver, second, 3)  # (a read would put the entry back)
+        redis_client.zrem(tk.cps, parent)
+        third = saver.put(*args)
+        third_member = saver.keys.checkpoint_member("", third["configurable"]["checkpoint_id"])
+        assert redis_client.hexists(tk.cp, third_member)
+        # its record gone, its index entry kept: a parent no read could use, refused
+        args = child_of(saver, third, 4)
+        redis_client.hdel(tk.cp, third_member)
+        before = redis_client.hlen(tk.cp)
+        with pytest.raises(CheckpointLostError, match="record is not there"):
+            saver.put(*args)
+        assert redis_client.hlen(tk.cp) == before, "the refused put wrote a record"
+        # the checkpoint hash of the wrong type: damage, moved aside by the write, not a
+        # parent lost (before the check read the record, the write went on the same way)
+        redis_client.delete(tk.cp)
+        redis_client.set(tk.cp, "not a hash")
+        _, checkpoint, metadata, versions = child_of(saver, None, 5)  # read nothing
+        saver.put(second, checkpoint, metadata, versions)
+        assert redis_client.get(tk.cp + ":damaged") == b"not a hash"
+        assert redis_client.type(tk.cp) == b"hash"
 
 
 # -- 4. no limit of Lua's unpack(): a crashed 20,000-task fan-out reads back ---------------

@@ -86,7 +86,7 @@ def test_writes_in_a_lease_carry_its_token() -> None:
         ("LGD_LEASED host:1:ab 1500", LeaseHeldError, {"holder": "host:1:ab", "expires_in": 1.5}),
         ("LGD_FENCED 5 7", LeaseLostError, {"token": "5", "newest": "7"}),
         ("LGD_FENCED 5 none", LeaseLostError, {"newest": None}),
-        ("LGD_LOST", CheckpointLostError, {"missing": "the checkpoint is not in the index"}),
+        ("LGD_LOST", CheckpointLostError, {"missing": "the checkpoint's record is not there"}),
     ],
 )
 def test_a_refused_write_raises_the_typed_error_of_its_code(

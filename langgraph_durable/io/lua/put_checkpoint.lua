@@ -1,5 +1,6 @@
 -- Store one checkpoint atomically, once its new channel values are in place.
--- KEYS: ThreadKeys.for_writes, or with_twins after an LGD_REPAIR reply (see _prelude.lua)
+-- KEYS: ThreadKeys.for_writes (with a ttl), the compact layout (without one: core/layouts.py),
+-- or with_twins after an LGD_REPAIR reply (see _prelude.lua)
 -- ARGV: 1 ttl, 2 fencing token or "", 3 checkpoint member, 4 checkpoint record, 5 run id
 --       or "", 6 min and 7 max ZLEXCOUNT bounds of the checkpoint's namespace (both ""
 --       without keep_last: nothing to count), 8 the parent's member or "", 9 with
@@ -74,9 +75,10 @@ if denied then return refuse(denied) end
 if ARGV[8] ~= '' then
   -- Its record, not its index entry: O(1) in the hash, where the index of a short thread
   -- is a listpack Redis scans; a record whose index entry alone was lost is reindexed by
-  -- the next read, and a quarantined one leaves both.
+  -- the next read, and a quarantined one leaves both. A hash of the wrong type is not a
+  -- parent lost: the write below fails on it, and the resend moves it aside (repairing).
   local ok, present = pcall(redis.call, 'HEXISTS', KEYS[K_CP], ARGV[8])
-  if not ok or present == 0 then return refuse('LGD_LOST checkpoint') end
+  if ok and present == 0 then return refuse('LGD_LOST checkpoint') end
   for i = 11, 10 + kept do
     ok, present = pcall(redis.call, 'HEXISTS', KEYS[K_BL], ARGV[i])
     if not ok or present == 0 then return refuse('LGD_LOST value ' .. i) end

@@ -1,7 +1,8 @@
 -- Store the pending writes of one task atomically. Regular writes are first-write-wins
 -- per (task, idx); writes to the special channels (error, interrupt, resume, scheduled)
 -- overwrite, as in LangGraph's InMemorySaver.
--- KEYS: ThreadKeys.for_writes, or with_twins after an LGD_REPAIR reply (see _prelude.lua)
+-- KEYS: ThreadKeys.for_writes (with a ttl), the compact layout (without one: core/layouts.py),
+-- or with_twins after an LGD_REPAIR reply (see _prelude.lua)
 -- ARGV: 1 ttl, or "persist" (an interrupt: the thread's keys lose their expiry until
 --       its next checkpoint write sets it again; see touch), 2 fencing token or "",
 --       3 the number E of elements, then E pairs (digest, element) that the writes'
