@@ -167,7 +167,8 @@ local KEY_TYPES = 'zset zset hash hash hash hash hash hash zset zset hash string
 
 -- Before writing: move every key of the wrong type to its "damaged" twin. The twin gets
 -- the thread's ttl (seconds, 0 for none): RENAME keeps the source's, which may be none.
--- Its table is made here, where a repair needs it, not at every call of every script.
+-- The types are read from a string constant here, where a repair needs them: a table of
+-- them would be made at every call of every script that can repair.
 local function repair(ttl)
   ttl = tonumber(ttl) or 0
   local i = 0
