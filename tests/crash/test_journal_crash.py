@@ -10,6 +10,14 @@ late one may find the run already over: see ``run_schedule``). Then: every effec
 exactly once and is one of the final conversation's calls, the run finished (nothing
 pending, no question left), and no divergence was ever asked about. Escalations of
 unknown tool outcomes are legitimate and answered from the effect file, as a human would.
+
+That holds while every recorded call started from a checkpoint that was saved. Under
+durability "async" LangGraph saves checkpoints in the background, steps ahead of them; a
+SIGKILL may lose some (behind a slow Redis, on a loaded machine), and a call recorded
+from a lost checkpoint cannot be told from a new run's (decide.py row 10): the model is
+asked again and its new answer's calls are asked about beside the recorded ones. Then
+each effect still happened once and each final call has one, not with its wording
+(``lost_starts``; a test holds the killed workers' puts to lose them for certain).
 A control run without journaling shows what the test catches.
 """
 
@@ -84,7 +92,14 @@ SCHEDULES: dict[tuple[str, str], list[Kill]] = {
 
 
 def run_schedule(
-    url: str, prefix: str, effects: str, kind: str, durability: str, mode: str, kills: list[Kill]
+    url: str,
+    prefix: str,
+    effects: str,
+    kind: str,
+    durability: str,
+    mode: str,
+    kills: list[Kill],
+    held: dict[int, int] | None = None,
 ) -> None:
     """Start one worker per scheduled kill, then one more that must finish the run.
 
@@ -92,14 +107,19 @@ def run_schedule(
     killed worker leaves depends on which of its writes landed before the kill: a late
     point of the schedule may lie past the end of what is left (seen under load). Such a
     worker finishes the run instead; the kills before it must have landed, and at least
-    two of them."""
+    two of them. Worker ``n`` in ``held`` lets its first ``held[n]`` checkpoint puts land
+    and holds the rest: under "async" its SIGKILL loses every later checkpoint."""
     for n, kill in enumerate([*kills, None]):
         argv = [url, prefix, "t", effects, durability, mode, kind]
+        env = {k: v for k, v in os.environ.items() if k != "HOLD_PUTS"}
         if kill is not None:
             argv += [kill[0], str(kill[1])]
+            if held and n in held:
+                env["HOLD_PUTS"] = str(held[n])
         proc = subprocess.run(
             [sys.executable, "-m", "tests.workers.journal_worker", *argv],
             cwd=ROOT,
+            env=env,
             check=False,  # a killed worker is the point
             capture_output=True,
             text=True,
@@ -123,14 +143,26 @@ def final_state(url: str, prefix: str, kind: str) -> Any:
         return graph.get_state({"configurable": {"thread_id": "t"}})
 
 
+def lost_starts(url: str, prefix: str) -> set[str]:
+    """The checkpoints recorded calls started from that were never saved: a crash lost
+    them (durability "exit", or "async" steps ahead of its background saves)."""
+    config: Any = {"configurable": {"thread_id": "t"}}
+    with RedisSaver.from_conn_string(url, key_prefix=prefix) as saver:
+        saved = {c.config["configurable"]["checkpoint_id"] for c in saver.list(config)}
+        entries = ToolLedger(saver).entries("t")
+    starts = {e.start or e.execution.split(".", 1)[0] for e in entries}
+    return starts - saved - {""}
+
+
 def check_world(state: Any, effects: Effects, exact: bool = True) -> None:
     """The run finished; each effect happened once and belongs to a final call.
 
-    ``exact=False`` (durability "exit"): a crashed exit run saved nothing, so the ledger
-    cannot tell its resume from a new run sending the same input (ledger/decide.py row
-    11): the model is asked again and the calls of its new answer are asked about beside
-    the recorded ones. The human answers from the effect file ("skip": the recorded
-    effect stands), so each final call has one effect, though not with its wording."""
+    ``exact=False`` (a call was recorded from a checkpoint a crash lost: ``lost_starts``):
+    the ledger cannot tell that call's resume from a new run sending the same input
+    (ledger/decide.py row 10): the model is asked again and the calls of its new answer
+    are asked about beside the recorded ones. The human answers from the effect file
+    ("skip": the recorded effect stands), so each final call has one effect, though not
+    with its wording."""
     messages = state.values["messages"]
     assert not state.next and not state.tasks and not state.interrupts, state
     assert isinstance(messages[-1], AIMessage) and not messages[-1].tool_calls
@@ -164,10 +196,39 @@ def test_sigkills_with_a_model_that_answers_differently_repeat_no_effect(
         effects = str(tmp_path / mode)
         prefix = f"{key_prefix}:{mode}"  # under the fixture's prefix: deleted with it
         run_schedule(redis_url, prefix, effects, kind, durability, mode, kills)
-        check_world(final_state(redis_url, prefix, kind), Effects(effects), durability != "exit")
+        lost = lost_starts(redis_url, prefix)
+        if durability == "sync":  # a step starts once the one before it is saved
+            assert not lost, f"durability sync lost checkpoints calls started from: {lost}"
+        if durability == "exit":  # a killed exit run saves nothing
+            assert lost, "no recorded call started from a checkpoint a kill lost"
+        check_world(final_state(redis_url, prefix, kind), Effects(effects), exact=not lost)
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         list(pool.map(one, ["sync", "async"]))
+
+
+@pytest.mark.parametrize("kind", ["create_agent", "toolnode"])
+def test_async_checkpoints_a_sigkill_loses_repeat_no_effect(
+    redis_url: str, key_prefix: str, tmp_path: Any, kind: str
+) -> None:
+    """Under durability "async" a worker's checkpoints may be in flight when it dies:
+    here its puts after the third (the step after the model's first answer) are held, as
+    behind a slow Redis, and it is killed at round 1's first tool effect. The model's
+    round-1 answer was recorded from a checkpoint no one saved. The next worker resumes
+    from the last saved one, makes that step again (another checkpoint), the model is
+    asked again, and its new answer's calls are asked about beside the recorded ones
+    (decide.py row 10), not run as new: no effect repeats, and the run completes."""
+    effects = str(tmp_path / "effects")
+    point = "after_result" if kind == "create_agent" else "tool_after_effect"
+    kills = [(point, 4)]  # round 0 holds three tool calls
+    run_schedule(redis_url, key_prefix, effects, kind, "async", "sync", kills, held={0: 3})
+    assert lost_starts(redis_url, key_prefix), "the held puts lost no checkpoint"
+    check_world(final_state(redis_url, key_prefix, kind), Effects(effects), exact=False)
+    # the round-1 calls recorded before the kill (how many depends on the tools' own
+    # threads) are asked about beside the new answer's, or their outcome is unknown
+    asked = [e["args"]["type"] for e in Effects(effects).lines() if e["kind"] == "asked"]
+    assert "tool_call_diverged" in asked, asked
+    assert set(asked) <= {"tool_call_diverged", "tool_outcome_unknown"}, asked
 
 
 def test_without_the_journal_a_crash_makes_the_model_diverge(
@@ -193,4 +254,5 @@ def test_under_exit_a_model_that_is_not_journaled_repeats_no_effect(
     effects = str(tmp_path / "effects")
     kills = SCHEDULES[("toolnode", "exit")]
     run_schedule(redis_url, key_prefix, effects, kind, "exit", "sync", kills)
+    assert lost_starts(redis_url, key_prefix)
     check_world(final_state(redis_url, key_prefix, kind), Effects(effects), exact=False)

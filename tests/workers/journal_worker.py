@@ -11,12 +11,21 @@ only; tool_start, tool_after_effect) and LangGraph's checkpoint writes (put_befo
 put_after, writes_before, writes_after). Escalations are answered from the effect file,
 as a human would, and each question asked is written to it. Prints "done" once the run
 completed; "ready" once it is about to run (for a soak that kills at random moments).
+With ``HOLD_PUTS=N``, the worker's first N checkpoint puts land and every later one waits
+(up to a minute, far longer than it lives): under durability "async" its checkpoints
+queue up, as behind a slow Redis or on a loaded machine, and its SIGKILL loses them. With
+``LGD_WORKER_LOG_DIR`` set, the ledger's decisions are logged (DEBUG) to a file there
+named by the key prefix, for the reader of a failing test.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
 import sys
+import threading
+from typing import Any
 
 from langchain_core.messages import HumanMessage
 
@@ -48,7 +57,35 @@ async def run_async(argv: list[str], effects: Effects) -> None:
             await graph.ainvoke(inp, config, durability=durability)
 
 
+def hold_puts(landing: int) -> None:
+    """Let the worker's first ``landing`` checkpoint puts through and hold every later
+    one. LangGraph sends a run's puts one after another, so what is saved is exact."""
+    put, aput, never = HookedSaver.put, HookedAsyncSaver.aput, threading.Event()
+    count = iter(range(1, 1 << 30))
+
+    def held(self: HookedSaver, *args: Any, **kwargs: Any) -> Any:
+        if next(count) > landing:
+            never.wait(60)  # the worker is killed long before
+        return put(self, *args, **kwargs)
+
+    async def aheld(self: HookedAsyncSaver, *args: Any, **kwargs: Any) -> Any:
+        if next(count) > landing:
+            await asyncio.get_running_loop().run_in_executor(None, never.wait, 60)
+        return await aput(self, *args, **kwargs)
+
+    HookedSaver.put = held  # type: ignore[method-assign]
+    HookedAsyncSaver.aput = aheld  # type: ignore[method-assign]
+
+
 def main(argv: list[str]) -> None:
+    if log_dir := os.environ.get("LGD_WORKER_LOG_DIR"):
+        logging.basicConfig(
+            filename=os.path.join(log_dir, argv[1].replace("/", "_") + ".log"),
+            format=f"%(asctime)s {os.getpid()} %(levelname)s %(message)s",
+        )
+        logging.getLogger("langgraph_durable").setLevel(logging.DEBUG)
+    if (landing := os.environ.get("HOLD_PUTS")) is not None:
+        hold_puts(int(landing))
     if len(argv) >= 9:
         ledger_worker._kill_point, ledger_worker._kill_nth = argv[7], int(argv[8])
     effects = Effects(argv[3])
