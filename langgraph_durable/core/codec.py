@@ -17,6 +17,7 @@ The settings it reads (serde, envelope, compression, limits) are the context's
 from __future__ import annotations
 
 from collections.abc import Container, Mapping
+from operator import itemgetter
 from typing import Any
 
 import msgpack
@@ -141,7 +142,7 @@ def _load_elements(ctx: PlanContext, digests: tuple[bytes, ...], values: Mapping
     if trusted:  # the usual read of a thread this process knows: every one cached
         cached = cache.get_all(digests)
         if cached is not None:
-            if sum(len(data) for _, data in cached) > ctx.max_record_bytes:
+            if sum(map(len, map(itemgetter(1), cached))) > ctx.max_record_bytes:
                 raise _list_too_long(ctx)
             return _loaded(ctx, cached, digests, accepted)
     serialized = []

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections.abc import Iterable, Sequence
+from itertools import filterfalse
 from typing import Any
 
 MAX_FINGERPRINTS = 1 << 17  # about 30 MB of them at most
@@ -46,8 +47,7 @@ class ElementCache:
 
     def uncached(self, digests: Iterable[bytes]) -> list[bytes]:
         """Those of ``digests`` not cached, in order."""
-        cached = self._by_digest
-        return [d for d in digests if d not in cached]
+        return list(filterfalse(self._by_digest.__contains__, digests))
 
     def contents(self) -> dict[bytes, tuple[str, bytes]]:
         """The elements cached now, by digest: a dict that only ever grows (``empty``
@@ -56,8 +56,7 @@ class ElementCache:
 
     def get_all(self, digests: Sequence[bytes]) -> list[tuple[str, bytes]] | None:
         """Every one of ``digests``, in order, or None if any is not cached."""
-        get = self._by_digest.get
-        found = [get(d) for d in digests]
+        found = list(map(self._by_digest.get, digests))
         return None if None in found else found  # type: ignore[return-value]
 
     def empty(self) -> None:

@@ -10,6 +10,8 @@ assembles each script's variant ``<name>:compact`` with these positions.
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 from langgraph_durable.core.keys import ThreadKeys
 
 COMPACT = ":compact"  # the suffix of a compact variant's name, and Script.layout
@@ -19,6 +21,9 @@ COMPACT_LAYOUTS: dict[str, tuple[str, ...]] = {
 }  # fmt: skip
 
 
+_KEYS_OF = {script: attrgetter(*kinds) for script, kinds in COMPACT_LAYOUTS.items()}
+
+
 def compact_keys(tk: ThreadKeys, script: str) -> list[str]:
     """KEYS of ``script``'s compact layout, in its order."""
-    return [getattr(tk, kind) for kind in COMPACT_LAYOUTS[script]]
+    return list(_KEYS_OF[script](tk))
