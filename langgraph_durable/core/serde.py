@@ -172,6 +172,7 @@ def load(serde: SerializerProtocol, type_: Any, data: Any, accepted: Container[s
 
 
 _NOT_FAST = object()
+_unpackb, _NON_STR_KEYS = ormsgpack.unpackb, ormsgpack.OPT_NON_STR_KEYS
 _CONSTRUCTED = (jsonplus.EXT_CONSTRUCTOR_KW_ARGS, jsonplus.EXT_PYDANTIC_V2)  # cls(**kwargs)
 _LANGGRAPH_HOOK = getattr(getattr(jsonplus, "_msgpack_ext_hook", None), "__code__", None)
 
@@ -200,13 +201,11 @@ def _fast_load(serde: SerializerProtocol, data: bytes) -> Any:
     def hook(code: int, payload: bytes) -> Any:
         if code not in _CONSTRUCTED:
             return base(code, payload)  # type: ignore[misc]
-        module, name, kwargs = ormsgpack.unpackb(
-            payload, ext_hook=hook, option=ormsgpack.OPT_NON_STR_KEYS
-        )[:3]
+        module, name, kwargs = _unpackb(payload, ext_hook=hook, option=_NON_STR_KEYS)[:3]
         key = (module, name)
         if key not in lg_msgpack.SAFE_MSGPACK_TYPES and not (allowed and key in allowed):
             raise LookupError("not for the fast pass")
-        return getattr(sys.modules[module], name)(**kwargs)
+        return getattr(sys.modules[module], name)(**kwargs)  # as LangGraph: looked up
 
     try:
         return ormsgpack.unpackb(data, ext_hook=hook, option=ormsgpack.OPT_NON_STR_KEYS)

@@ -31,7 +31,7 @@ PACKAGE = str(Path(langgraph_durable.__file__).parent)
 # 1fabfa8: 15,793-15,840). The bound leaves room for a LangGraph that calls with other
 # values, no more.
 BOUND = 12_400
-# get_tuple of the measured thread (82 messages, every element cached): 10,974, of
+# get_tuple of the measured thread (82 messages, every element cached): 10,810, of
 # which ~45 a message deserializing it through the allowlist (serde.py's fast pass).
 GET_BOUND = 11_600
 
