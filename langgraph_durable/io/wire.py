@@ -161,9 +161,10 @@ def _resp(commands: Sequence[tuple[Any, ...]]) -> bytes:
             raise TypeError(type(first))
         elif b" " in first:
             args = (*first.split(), *args[1:])
-        packed = [
-            a if type(a) is bytes else a.encode() if type(a) is str else _decimal(a) for a in args
-        ]
+        try:
+            packed = [_AS_BYTES[type(a)](a) for a in args]
+        except KeyError as exc:
+            raise TypeError(exc.args[0]) from None
         out.append(b"*%d\r\n" % len(packed))
         extend(chain.from_iterable(zip(map(_HEADER.__mod__, map(len, packed)), packed, _CRLFS)))
     return b"".join(out)
@@ -173,10 +174,13 @@ _HEADER = b"$%d\r\n"
 _CRLFS = repeat(b"\r\n")  # zip stops at the arguments' end: never exhausted
 
 
-def _decimal(arg: Any) -> bytes:
-    if type(arg) is not int:
-        raise TypeError(type(arg))
-    return b"%d" % arg
+# An argument's exact type -> its bytes (bytes(b) is b itself). A subclass, a bool, a
+# float is not here: TypeError, and redis-py packs the command.
+_AS_BYTES: dict[type, Callable[[Any], bytes]] = {
+    bytes: bytes,
+    str: str.encode,
+    int: b"%d".__mod__,
+}
 
 
 def round_trip(
