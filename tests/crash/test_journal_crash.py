@@ -150,8 +150,7 @@ def lost_starts(url: str, prefix: str) -> set[str]:
     with RedisSaver.from_conn_string(url, key_prefix=prefix) as saver:
         saved = {c.config["configurable"]["checkpoint_id"] for c in saver.list(config)}
         entries = ToolLedger(saver).entries("t")
-    starts = {e.start or e.execution.split(".", 1)[0] for e in entries}
-    return starts - saved - {""}
+    return {e.start for e in entries if e.start} - saved
 
 
 def check_world(state: Any, effects: Effects, exact: bool = True) -> None:
