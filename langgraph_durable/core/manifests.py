@@ -335,8 +335,9 @@ def digests_of(manifest: Any) -> ListDigests:
 
 
 def _cut(data: bytes) -> list[bytes]:
-    """``data`` in ``DIGEST_BYTES`` pieces (its length a multiple), sliced in C: a read
-    cuts every message's digest out of its manifest."""
+    """``data`` in ``DIGEST_BYTES`` pieces (the last one short if its length is no
+    multiple, as slicing gives), sliced in C: a read cuts every message's digest out of
+    its manifest."""
     n = len(data)
     return list(
         map(
