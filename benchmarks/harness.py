@@ -241,6 +241,7 @@ def pick_redis_url() -> str:
 
 # key -> (label, family, mode). Families group the sync and async flavour of one package.
 OVERHEAD_GUARD = 1.25  # superstep overhead vs the Redis floor, a guard (issue 32; aim 1.05x)
+GET_TUPLE_GUARD = 1.15  # get_tuple vs its floor (issue 44)
 SAVERS: dict[str, tuple[str, str, str]] = {
     "memory": ("InMemorySaver", "memory", "sync"),
     "memory-async": ("InMemorySaver (async API)", "memory", "async"),

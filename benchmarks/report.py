@@ -16,6 +16,7 @@ import redis
 import redis.asyncio
 
 from benchmarks.harness import (
+    GET_TUPLE_GUARD,
     MICRO_FIGURES,
     OVERHEAD_GUARD,
     REDIS_FAMILIES,
@@ -204,7 +205,7 @@ def targets(r: dict[str, Any]) -> list[dict[str, Any]]:
             "RedisSaver get_tuple vs floor (the newest checkpoint read by its known key + "
             "deserialized)",
             fl["get_tuple_ratio"],
-            1.15,
+            GET_TUPLE_GUARD,
         )
     for f in ("put", "get_tuple"):
         if f"{f}_ratio" in fl.get("integrity", {}):
