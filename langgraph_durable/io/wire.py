@@ -132,7 +132,7 @@ def _packed(conn: Any, commands: Sequence[tuple[Any, ...]]) -> list[bytes]:
         getattr(conn, "_command_packer", None), HiredisRespSerializer
     ):
         try:  # what redis-py's serializer does, minus its per-argument pass
-            return [b"".join([_hiredis_pack(c) for c in commands])]
+            return [b"".join([_hiredis_pack(_name_split(c)) for c in commands])]
         except TypeError:  # an argument hiredis does not take: redis-py converts it
             pass
     encoder = getattr(conn, "encoder", None)
@@ -154,13 +154,7 @@ def _resp(commands: Sequence[tuple[Any, ...]]) -> bytes:
     out: list[bytes] = []
     extend = out.extend
     for args in commands:
-        first = args[0]  # "CONFIG GET" goes as two, as redis-py sends it
-        if type(first) is str:
-            args = (*first.encode().split(), *args[1:])
-        elif type(first) is not bytes:
-            raise TypeError(type(first))
-        elif b" " in first:
-            args = (*first.split(), *args[1:])
+        args = _name_split(args)
         try:
             packed = [_AS_BYTES[type(a)](a) for a in args]
         except KeyError as exc:
@@ -168,6 +162,17 @@ def _resp(commands: Sequence[tuple[Any, ...]]) -> bytes:
         out.append(b"*%d\r\n" % len(packed))
         extend(chain.from_iterable(zip(map(_HEADER.__mod__, map(len, packed)), packed, _CRLFS)))
     return b"".join(out)
+
+
+def _name_split(args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``args`` with a command name of several words ("CONFIG GET") as that many
+    arguments, as redis-py sends it; a name neither str nor bytes raises TypeError."""
+    first = args[0]
+    if type(first) is str:
+        return (*first.encode().split(), *args[1:])  # any whitespace, as redis-py
+    if type(first) is not bytes:
+        raise TypeError(type(first))
+    return (*first.split(), *args[1:]) if b" " in first else args
 
 
 _HEADER = b"$%d\r\n"
