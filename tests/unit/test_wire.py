@@ -8,6 +8,8 @@ from typing import Any
 import pytest
 import redis
 import redis.asyncio
+from hypothesis import given
+from hypothesis import strategies as st
 from redis.exceptions import ExecAbortError, ResponseError
 
 from langgraph_durable.io import wire
@@ -118,3 +120,33 @@ def test_another_encoding_is_left_to_redis_py() -> None:
     if HiredisRespSerializer is None or not isinstance(packer, HiredisRespSerializer):
         # redis-py's own serializer encodes as the client does (with hiredis: UTF-8)
         assert "café".encode("latin-1") in b"".join(wire._packed(conn, commands))
+
+
+_ARGS = st.one_of(
+    st.text(),
+    st.binary(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+)
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["SET", b"HSET", "CONFIG GET", b"CLIENT SETNAME", "get\t"])
+        ).flatmap(lambda name: st.lists(_ARGS, max_size=6).map(lambda a: (*name, *a))),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_any_batch_of_str_bytes_and_ints_is_packed_as_redis_py_packs_it(
+    commands: list[tuple[Any, ...]],
+) -> None:
+    conn = redis.Connection()
+    try:
+        expected = b"".join(conn.pack_commands(commands))
+    except UnicodeEncodeError:  # a lone surrogate: no UTF-8 form, refused by both
+        with pytest.raises(UnicodeEncodeError):
+            wire._packed(conn, commands)
+        return
+    assert b"".join(wire._packed(conn, commands)) == expected
+    assert wire._resp(commands) == expected
