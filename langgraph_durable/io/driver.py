@@ -10,7 +10,9 @@ loop awaits what it returns (redis-py's asyncio client has the same methods, ret
 coroutines). A call that raised is thrown back in, so catching a reply error is written
 once too. Rules it keeps:
   * A call that lost its server goes again until ``failover_timeout`` (``failover.py``),
-    unless it is marked ``once``: then the plan step that yielded it decides.
+    unless it is marked ``once``: then the plan step that yielded it decides. So does a
+    batch with a lost connection among its replies (redis-py's cluster pipeline returns
+    what it met following MOVED command by command, unless told to raise).
   * A script goes as EVALSHA (``scripts.py``). Redis answering NOSCRIPT (restarted,
     SCRIPT FLUSH) loads the scripts and sends the call again, once: safe because every
     operation a plan yields is idempotent.
@@ -48,7 +50,7 @@ from langgraph_durable.core.ops import (
 )
 from langgraph_durable.core.walk import Walk
 from langgraph_durable.io import compat, connect, hazards, pipelines, wire
-from langgraph_durable.io.failover import Failover, passing_state
+from langgraph_durable.io.failover import Failover, is_failover
 from langgraph_durable.io.pipelines import Call
 from langgraph_durable.io.scripts import ScriptSet, server_version
 from langgraph_durable.io.telemetry import (
@@ -203,9 +205,11 @@ class Driver:
                         results = [*results, acked]
                 _log_errors(ahead, results[: len(ahead)])
                 results = results[len(ahead) :]
-                passing = next((r for r in results if _passing(r)), None)
-                if passing is not None and not op.best_effort:  # refused, not run: again
-                    yield Pause(attempts.again(passing))
+                # refused, not run, or its connection lost (redis-py's cluster pipeline
+                # hands back as a reply what it met following MOVED alone): again
+                lost = next((r for r in results if _lost(r)), None)
+                if lost is not None and not op.best_effort:
+                    yield Pause(attempts.again(lost))
                     continue
                 if any(isinstance(r, NoScriptError) for r in results):
                     # as for one script (above): load and resend, then send the sources
@@ -385,8 +389,9 @@ def _single_connection(client: Any) -> bool:
     )
 
 
-def _passing(reply: Any) -> bool:
-    return isinstance(reply, Exception) and passing_state(reply)
+def _lost(reply: Any) -> bool:
+    """A reply that is a passing state or a lost connection (``failover.is_failover``)."""
+    return isinstance(reply, Exception) and is_failover(reply)
 
 
 def _too_few(acked: Any, wanted: int) -> bool:

@@ -6,7 +6,10 @@ and MIGRATING, MIGRATE of the slot's keys, SETSLOT NODE): then it goes on. Whole
 next round trip gets MOVED), or half way (the slot migrating: the thread's keys split
 between the two nodes, so a script over them gets TRYAGAIN, ridden out as a passing
 state until the move completes, on the saver's own "lost Redis" warning). Each run ends
-with every step once, as an uninterrupted run, and nothing left on the old node.
+with every step once, as an uninterrupted run, and nothing left on the old node. A slot
+moved to a node that does not answer for a while: redis-py's cluster pipeline follows
+MOVED command by command and hands back the lost connection as a reply, not raised; the
+saver sends the batch again, as for any lost connection, and the run goes on.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -167,3 +171,73 @@ async def test_an_async_run_follows_a_slot_moved_mid_run(cluster_url: str) -> No
         out = await asyncio.wait_for(run, SAFETY)
         assert out["trail"] == list(range(STEPS))
         assert (await graph.aget_state(config)).values["trail"] == list(range(STEPS))
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+async def test_a_slot_moved_to_a_node_that_stops_answering_is_ridden_out(
+    cluster_url: str, lost: Lost, asynchronous: bool
+) -> None:
+    """The write after the move gets MOVED from the old owner; redis-py follows it alone
+    to the new one, which holds writes (CLIENT PAUSE) past the client's socket_timeout:
+    the pipeline's reply is a TimeoutError as a value. Sent again, not raised."""
+    gate = Gate()
+    thread_id = f"paused-{asynchronous}"
+    config = {"configurable": {"thread_id": thread_id}}
+    options = {**OPTIONS, "socket_timeout": 0.5}
+    prefix = f"rs-paused-{asynchronous}"
+    slot: Slot | None = None
+    ended = threading.Event()  # the run returned or raised (before the fix: raised raw)
+
+    async def move_and_pause(saver: Any) -> None:
+        nonlocal slot
+        assert await asyncio.to_thread(gate.reached.wait, SAFETY)
+        slot = Slot(cluster_url, thread_key(saver, thread_id))
+        await asyncio.to_thread(lambda: (slot.begin(), slot.finish()))  # type: ignore[union-attr]
+        slot.target.execute_command("CLIENT PAUSE", int(SAFETY * 1000), "WRITE")
+        gate.go.set()
+        assert await asyncio.to_thread(either, lost.seen, ended), "neither lost nor ended"
+        slot.target.execute_command("CLIENT UNPAUSE")
+
+    try:
+        if asynchronous:
+            async with AsyncRedisSaver.from_conn_string(
+                cluster_url, key_prefix=prefix, **options
+            ) as asaver:
+                graph = steps_graph(gate.at_kill).compile(checkpointer=asaver)
+                run = asyncio.create_task(graph.ainvoke({"trail": []}, config))
+                run.add_done_callback(lambda _: ended.set())
+                await move_and_pause(asaver)
+                out = await asyncio.wait_for(run, SAFETY)
+                state = (await graph.aget_state(config)).values
+        else:
+            with RedisSaver.from_conn_string(cluster_url, key_prefix=prefix, **options) as saver:
+                graph = steps_graph(gate.at_kill).compile(checkpointer=saver)
+                outs: list[Any] = []
+
+                def invoke() -> None:
+                    try:
+                        outs.append(graph.invoke({"trail": []}, config))
+                    finally:
+                        ended.set()
+
+                runner = threading.Thread(target=invoke)
+                runner.start()
+                await move_and_pause(saver)
+                await asyncio.to_thread(runner.join, SAFETY)
+                assert outs, "the run failed (its error is in the thread's output)"
+                out, state = outs[0], graph.get_state(config).values
+    finally:
+        if slot is not None:
+            slot.target.execute_command("CLIENT UNPAUSE")
+    assert lost.seen.is_set(), "the write met no lost connection: the test tested nothing"
+    assert out["trail"] == list(range(STEPS))
+    assert state["trail"] == list(range(STEPS))
+
+
+def either(first: threading.Event, second: threading.Event) -> bool:
+    """Wait until one of two events is set (SAFETY at most): whether one was."""
+    deadline = time.monotonic() + SAFETY
+    while not (first.wait(0.05) or second.is_set()):
+        if time.monotonic() > deadline:
+            return False
+    return True
