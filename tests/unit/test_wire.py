@@ -37,6 +37,14 @@ def drive(steps: Any, replies: list[Any]) -> tuple[list[Any], list[str], Any]:
             reply = replies.pop(0)
 
 
+# redis-py packs with hiredis (when installed) on sync connections, in Python on asyncio
+# ones: wire's bytes must be each one's own
+CONNECTIONS = [
+    pytest.param(redis.Connection, id="sync"),
+    pytest.param(redis.asyncio.Connection, id="asyncio"),
+]
+
+
 def test_a_batch_is_one_write_and_its_replies_in_order() -> None:
     commands = [("HSETNX", "k", "f", b"v"), ("HGETALL", "h"), ("EVALSHA", "x", 0)]
     error = ResponseError("WRONGTYPE Operation against a key holding the wrong kind of value")
@@ -82,9 +90,12 @@ def test_single_connection_clients_keep_their_connection() -> None:
         [("MULTI",), ("HSETNX", "k", "f", b"v"), ("EXEC",)],
     ],
 )
-def test_our_packing_sends_the_bytes_redis_py_sends(commands: list[tuple[Any, ...]]) -> None:
+@pytest.mark.parametrize("connection", CONNECTIONS)
+def test_our_packing_sends_the_bytes_redis_py_sends(
+    commands: list[tuple[Any, ...]], connection: Any
+) -> None:
     """wire packs a batch in one join; the bytes on the wire are redis-py's own."""
-    conn = redis.Connection()
+    conn = connection()
     assert wire._resp(commands) == b"".join(conn.pack_commands(commands))
     assert b"".join(wire._packed(conn, commands)) == b"".join(conn.pack_commands(commands))
 
@@ -97,9 +108,10 @@ def test_a_command_name_redis_py_refuses_is_refused() -> None:
         conn.pack_commands([(5, "k")])
 
 
+@pytest.mark.parametrize("connection", CONNECTIONS)
 @pytest.mark.parametrize("odd", [1.5, True, memoryview(b"mv"), 10**30 * 1.0])
-def test_arguments_only_redis_py_converts_go_through_redis_py(odd: Any) -> None:
-    conn = redis.Connection()
+def test_arguments_only_redis_py_converts_go_through_redis_py(odd: Any, connection: Any) -> None:
+    conn = connection()
     commands = [("SET", "k", odd)]
     with pytest.raises(TypeError):
         wire._resp(commands)
@@ -112,8 +124,9 @@ def test_arguments_only_redis_py_converts_go_through_redis_py(odd: Any) -> None:
     assert b"".join(wire._packed(conn, commands)) == expected
 
 
-def test_another_encoding_is_left_to_redis_py() -> None:
-    conn = redis.Connection(encoding="latin-1")
+@pytest.mark.parametrize("connection", CONNECTIONS)
+def test_another_encoding_is_left_to_redis_py(connection: Any) -> None:
+    conn = connection(encoding="latin-1")
     commands = [("SET", "k", "café")]
     assert b"".join(wire._packed(conn, commands)) == b"".join(conn.pack_commands(commands))
     packer = getattr(conn, "_command_packer", None)
@@ -129,6 +142,7 @@ _ARGS = st.one_of(
 )
 
 
+@pytest.mark.parametrize("connection", CONNECTIONS)
 @given(
     st.lists(
         st.tuples(
@@ -139,9 +153,9 @@ _ARGS = st.one_of(
     )
 )
 def test_any_batch_of_str_bytes_and_ints_is_packed_as_redis_py_packs_it(
-    commands: list[tuple[Any, ...]],
+    connection: Any, commands: list[tuple[Any, ...]]
 ) -> None:
-    conn = redis.Connection()
+    conn = connection()
     try:
         expected = b"".join(conn.pack_commands(commands))
     except UnicodeEncodeError:  # a lone surrogate: no UTF-8 form, refused by both
