@@ -23,8 +23,6 @@ Sans-I/O: ``exchange`` is a generator the sync and asyncio drivers below run.
 
 from __future__ import annotations
 
-import operator
-import sys
 from collections.abc import Callable, Generator, Mapping, Sequence
 from itertools import chain, repeat
 from typing import Any
@@ -154,19 +152,22 @@ def _resp(commands: Sequence[tuple[Any, ...]]) -> bytes:
     """``commands`` in RESP, as redis-py's pure-Python serializer packs them for a UTF-8
     client (bytes as they are, str as UTF-8, int in decimal) in one join: its serializer
     joins its buffer again for every argument (packing a put's script call measured 89 µs
-    there, 39 µs here). Each argument is made bytes by its exact type, and headers and
-    separators are made, in C (a put's call has ~60 arguments). Anything else (a float,
+    there, 39 µs here). Each argument is made bytes by its exact type in one pass of a
+    comprehension, and headers and separators are made in C (a put's call has ~60
+    arguments). Anything else (a float,
     a bool, a subclass, a memoryview) raises TypeError for redis-py to handle."""
     out: list[bytes] = []
     extend = out.extend
     for args in commands:
         args = _name_split(args)
-        try:
-            packed = _as_bytes(args)
+        try:  # fewer bytecodes with map(operator.call, ...), but more instructions
+            packed = [_AS_BYTES[type(a)](a) for a in args]
         except KeyError as exc:
             raise TypeError(exc.args[0]) from None
         out.append(b"*%d\r\n" % len(packed))
-        extend(chain.from_iterable(zip(map(_HEADER.__mod__, map(len, packed)), packed, _CRLFS)))
+        extend(
+            chain.from_iterable(zip(map(_HEADERS.__getitem__, map(len, packed)), packed, _CRLFS))
+        )
     return b"".join(out)
 
 
@@ -181,7 +182,6 @@ def _name_split(args: tuple[Any, ...]) -> tuple[Any, ...]:
     return (*first.split(), *args[1:]) if b" " in first else args
 
 
-_HEADER = b"$%d\r\n"
 _CRLFS = repeat(b"\r\n")  # zip stops at the arguments' end: never exhausted
 
 
@@ -192,18 +192,21 @@ _AS_BYTES: dict[type, Callable[[Any], bytes]] = {
     str: str.encode,
     int: b"%d".__mod__,
 }
-_converter = _AS_BYTES.__getitem__
 
-if sys.version_info >= (3, 11):
 
-    def _as_bytes(args: tuple[Any, ...]) -> list[bytes]:
-        """Each argument as bytes, in C (``operator.call``, new in 3.11)."""
-        return list(map(operator.call, map(_converter, map(type, args)), args))
+class _Headers(dict[int, bytes]):
+    """An argument's length -> its RESP header, kept for lengths under 1,024 (at most
+    ~100 KB; a longer argument's copy costs more than its header): a lookup in C is
+    cheaper than formatting (75k instructions against 121k for a put's call)."""
 
-else:  # pragma: no cover - Python 3.10
+    def __missing__(self, length: int) -> bytes:
+        header = b"$%d\r\n" % length
+        if length < 1024:
+            self[length] = header
+        return header
 
-    def _as_bytes(args: tuple[Any, ...]) -> list[bytes]:
-        return [_AS_BYTES[type(a)](a) for a in args]
+
+_HEADERS = _Headers()
 
 
 def round_trip(
