@@ -158,3 +158,43 @@ def test_one_content_registered_twice_at_once_keeps_the_first_stored_form() -> N
     second = cache.add(b"d2" * 8, "msgpack", b"x" * 100, plain, b"ciphertext two")
     assert first == second == (b"d1" * 8, b"ciphertext one")
     assert cache.by_content(plain) == first
+
+
+# What the parsers are handed, in any order: whole lists, dicts, and damaged copies of
+# them (cut short, grown, a byte changed), so a parse that stops short or raises comes
+# before one that must be exact.
+def _damaged(data: bytes, how: int, at: int) -> bytes:
+    at %= len(data) + 1
+    return [data, data[:at], data + data[:at], data[:at] + b"\xc1" + data[at + 1 :]][how]
+
+
+parses = st.lists(
+    st.tuples(
+        st.one_of(values, dicts), st.integers(0, 3), st.integers(0, 10_000), st.integers(0, 12)
+    ),
+    min_size=1,
+    max_size=6,
+)
+
+
+@given(parses)
+def test_a_reused_unpacker_parses_as_a_fresh_one(steps: list[tuple[Any, int, int, int]]) -> None:
+    """manifests.py reuses one msgpack Unpacker a thread for short inputs: whatever came
+    before (a parse that stopped short or raised), each answer is a fresh Unpacker's."""
+
+    def answers() -> list[Any]:
+        out: list[Any] = []
+        for value, how, at, start in steps:
+            type_, data = SERDE.dumps_typed(value)
+            data = _damaged(data, how, at)
+            if isinstance(value, dict):
+                out.append(manifests.msgpack_map_items((type_, data), len(value)))
+            else:
+                out.append(manifests.msgpack_elements((type_, data), len(value)))
+            out.append(manifests.msgpack_tail(data, min(start, len(data)), 1, 1))
+        return out
+
+    reused = answers()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(manifests, "REUSED_BELOW", 0)  # every parse a fresh Unpacker
+        assert answers() == reused
