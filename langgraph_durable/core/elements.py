@@ -140,8 +140,9 @@ def key_of(digest: bytes, stored: bytes, keys: Sequence[bytes]) -> bytes | None:
 def _encryption(serde: SerializerProtocol) -> tuple[SerializerProtocol, Any]:
     """(the serializer inside, its cipher) for LangGraph's ``EncryptedSerializer``; else
     (``serde``, None)."""
-    if isinstance(serde, EncryptedSerializer):
-        return serde.serde, serde.cipher
+    # by its class: isinstance with a Protocol's subclass runs typing's check in Python
+    if issubclass(type(serde), EncryptedSerializer):
+        return serde.serde, serde.cipher  # type: ignore[attr-defined]
     return serde, None
 
 

@@ -90,6 +90,7 @@ class Driver:
     # wire.round_trip (sync) or wire.around_trip (asyncio): a batch's one round trip
     _wire: Callable[..., Any] | None = None
     _wire_call: Callable[..., Any] | None = None  # wire.call or wire.acall: one command
+    _wires = False  # round trips go through _wire (set with the client: _use_client)
 
     def _use_client(self, client: Any, *, asyncio: bool, **where: Any) -> None:
         """Run on ``client``, or on one made as ``where`` says (``compat.open_client``)."""
@@ -106,6 +107,8 @@ class Driver:
                 "WAIT, which counts only the writes of its own connection"
             )
         self.cluster = connect.is_cluster(self.client)
+        # whether round trips go through wire.py: the client's kind does not change
+        self._wires = self._wire is not None and not self.cluster and wire.usable(self.client)
         self._scripts = ScriptSet()  # until setup() knows the server
         self.telemetry.use_server(server_attributes(self.client))
 
@@ -245,7 +248,7 @@ class Driver:
 
     def _wired(self) -> bool:
         """Whether round trips go through ``wire.py`` (one server, a plain client)."""
-        return self._wire is not None and not self.cluster and wire.usable(self.client)
+        return self._wires
 
     def _call(self, command: tuple[Any, ...]) -> Call:
         """The call that sends one command: ``wire.py`` on one server, else redis-py."""
