@@ -90,7 +90,7 @@ class Driver:
     # wire.round_trip (sync) or wire.around_trip (asyncio): a batch's one round trip
     _wire: Callable[..., Any] | None = None
     _wire_call: Callable[..., Any] | None = None  # wire.call or wire.acall: one command
-    _wires = False  # round trips go through _wire (set with the client: _use_client)
+    _wires = False  # round trips go through wire.py: one server, a plain client (_use_client)
 
     def _use_client(self, client: Any, *, asyncio: bool, **where: Any) -> None:
         """Run on ``client``, or on one made as ``where`` says (``compat.open_client``)."""
@@ -177,7 +177,7 @@ class Driver:
             wait = [("WAIT", *op.wait_replicas)] if op.wait_replicas else []
             reloads, attempts = 0, self.failover.attempts()
             while True:
-                if self._wired():
+                if self._wires:
                     results = yield partial(
                         self._wire,
                         self.client,
@@ -246,13 +246,9 @@ class Driver:
             for c in op.commands
         ]
 
-    def _wired(self) -> bool:
-        """Whether round trips go through ``wire.py`` (one server, a plain client)."""
-        return self._wires
-
     def _call(self, command: tuple[Any, ...]) -> Call:
         """The call that sends one command: ``wire.py`` on one server, else redis-py."""
-        if self._wired():
+        if self._wires:
             return partial(self._wire_call, self.client, *command, lost=self.failover.lost)
         return partial(self.client.execute_command, *command)
 
