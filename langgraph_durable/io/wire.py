@@ -23,23 +23,23 @@ Sans-I/O: ``exchange`` is a generator the sync and asyncio drivers below run.
 
 from __future__ import annotations
 
+import asyncio
+import sys
 from collections.abc import Callable, Generator, Mapping, Sequence
-from itertools import chain, repeat
 from typing import Any
 
 import redis
 import redis.asyncio
-from redis.exceptions import ConnectionError, ExecAbortError, ResponseError
+from redis.exceptions import ConnectionError, ExecAbortError, ResponseError, TimeoutError
 
 from langgraph_durable.io import kept
 from langgraph_durable.io.failover import passing_state
+from langgraph_durable.io.resp import packed
 
-try:  # redis-py packs with hiredis when it is installed; so do we, without its wrapper
-    from hiredis import pack_command as _hiredis_pack
-    from redis.connection import HiredisRespSerializer
-except ImportError:  # pragma: no cover - hiredis is optional
-    _hiredis_pack = None
-    HiredisRespSerializer = None  # type: ignore[assignment,misc]
+if sys.version_info >= (3, 11, 3):  # as redis-py chooses
+    from asyncio import timeout as async_timeout
+else:  # pragma: no cover - a dependency of redis-py before 3.11.3
+    from async_timeout import timeout as async_timeout
 
 SEND, READ = "send", "read"
 Exchange = Generator[tuple[str, Any], Any, list[Any]]
@@ -127,88 +127,6 @@ def _refused_by_state(results: list[Any]) -> bool:
     return any(isinstance(r, Exception) and passing_state(r) for r in results)
 
 
-def _packed(conn: Any, commands: Sequence[tuple[Any, ...]]) -> list[bytes]:
-    encoder = getattr(conn, "encoder", None)
-    utf8 = getattr(encoder, "encoding", None) == "utf-8" and encoder.encoding_errors == "strict"
-    if _hiredis_pack is not None and (
-        utf8 or isinstance(getattr(conn, "_command_packer", None), HiredisRespSerializer)
-    ):
-        # redis-py packs with hiredis on sync connections (str as UTF-8 whatever the
-        # encoder), minus its per-argument pass here; for a UTF-8 client its pure-Python
-        # packer makes the same bytes, so asyncio connections (never hiredis) get it too
-        try:
-            return [b"".join(map(_hiredis_pack, map(_name_split, commands)))]
-        except TypeError:  # an argument hiredis does not take: redis-py converts it
-            pass
-    if utf8:
-        try:
-            return [_resp(commands)]
-        except TypeError:  # an argument only redis-py converts (or refuses, typed)
-            pass
-    return conn.pack_commands(commands)  # type: ignore[no-any-return]
-
-
-def _resp(commands: Sequence[tuple[Any, ...]]) -> bytes:
-    """``commands`` in RESP, as redis-py's pure-Python serializer packs them for a UTF-8
-    client (bytes as they are, str as UTF-8, int in decimal) in one join: its serializer
-    joins its buffer again for every argument (packing a put's script call measured 89 µs
-    there, 39 µs here). Each argument is made bytes by its exact type in one pass of a
-    comprehension, and headers and separators are made in C (a put's call has ~60
-    arguments). Anything else (a float, a bool, a subclass, a memoryview) raises
-    TypeError for redis-py to handle."""
-    out: list[bytes] = []
-    extend = out.extend
-    for args in commands:
-        args = _name_split(args)
-        try:  # fewer bytecodes with map(operator.call, ...), but more instructions
-            packed = [_AS_BYTES[type(a)](a) for a in args]
-        except KeyError as exc:
-            raise TypeError(exc.args[0]) from None
-        out.append(b"*%d\r\n" % len(packed))
-        extend(
-            chain.from_iterable(zip(map(_HEADERS.__getitem__, map(len, packed)), packed, _CRLFS))
-        )
-    return b"".join(out)
-
-
-def _name_split(args: tuple[Any, ...]) -> tuple[Any, ...]:
-    """``args`` with a command name of several words ("CONFIG GET") as that many
-    arguments, as redis-py sends it; a name neither str nor bytes raises TypeError."""
-    first = args[0]
-    if type(first) is str:
-        return (*first.encode().split(), *args[1:])  # any whitespace, as redis-py
-    if type(first) is not bytes:
-        raise TypeError(type(first))
-    return (*first.split(), *args[1:]) if b" " in first else args
-
-
-_CRLFS = repeat(b"\r\n")  # zip stops at the arguments' end: never exhausted
-
-
-# An argument's exact type -> its bytes (bytes(b) is b itself). A subclass, a bool, a
-# float is not here: KeyError, and redis-py packs the command.
-_AS_BYTES: dict[type, Callable[[Any], bytes]] = {
-    bytes: bytes,
-    str: str.encode,
-    int: b"%d".__mod__,
-}
-
-
-class _Headers(dict[int, bytes]):
-    """An argument's length -> its RESP header, kept for lengths under 1,024 (at most
-    ~100 KB; a longer argument's copy costs more than its header): a lookup in C is
-    cheaper than formatting (75k instructions against 121k for a put's call)."""
-
-    def __missing__(self, length: int) -> bytes:
-        header = b"$%d\r\n" % length
-        if length < 1024:
-            self[length] = header
-        return header
-
-
-_HEADERS = _Headers()
-
-
 def round_trip(
     client: redis.Redis,
     commands: Sequence[tuple[Any, ...]],
@@ -278,7 +196,7 @@ def _run(conn: Any, steps: Exchange) -> list[Any]:
             return stop.value  # type: ignore[no-any-return]
         reply = None
         if op == SEND:
-            conn.send_packed_command(_packed(conn, arg))
+            conn.send_packed_command(packed(conn, arg))
             continue
         try:
             reply = conn.read_response()
@@ -364,9 +282,38 @@ async def _arun(conn: Any, steps: Exchange) -> list[Any]:
             return stop.value  # type: ignore[no-any-return]
         reply = None
         if op == SEND:
-            await conn.send_packed_command(_packed(conn, arg))
+            await _asend(conn, packed(conn, arg))
             continue
         try:
             reply = await conn.read_response()
         except ResponseError as exc:
             reply = exc
+
+
+async def _asend(conn: Any, data: list[bytes]) -> None:
+    """``conn.send_packed_command(data)`` without its ``asyncio.wait_for``: with a
+    ``socket_timeout`` (the saver's clients always have one), redis-py wraps every send
+    in a new Task, and the event loop goes round once more before the bytes leave
+    (~30 µs of a superstep on loopback). Here the write is queued at once and only the
+    wait for the socket to drain (none below the transport's high-water mark) is under
+    the deadline. Anything redis-py would do first (connect, a health check) or
+    differently (no deadline, no writer) is left to it. Its errors are redis-py's."""
+    writer = getattr(conn, "_writer", None)
+    timeout = getattr(conn, "socket_timeout", None)
+    if writer is None or not timeout or getattr(conn, "health_check_interval", 1):
+        await conn.send_packed_command(data)
+        return
+    try:
+        writer.writelines(data)
+        async with async_timeout(timeout):
+            await writer.drain()
+    except asyncio.TimeoutError:
+        await conn.disconnect(nowait=True)
+        raise TimeoutError("Timeout writing to socket") from None
+    except OSError as exc:  # as redis-py words it
+        await conn.disconnect(nowait=True)
+        code, message = ("UNKNOWN", exc.args[0]) if len(exc.args) == 1 else exc.args[:2]
+        raise ConnectionError(f"Error {code} while writing to socket. {message}.") from exc
+    except BaseException:
+        await conn.disconnect(nowait=True)
+        raise

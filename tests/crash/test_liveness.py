@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 import threading
 import time
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from langgraph.checkpoint.base import empty_checkpoint
 
 from langgraph_durable import AsyncRedisSaver, FailoverTimeoutError, RedisSaver
 from langgraph_durable.io import deadlines
@@ -362,6 +364,40 @@ def test_a_lease_learns_it_is_lost_once_its_ttl_passed_without_a_renewal(
             assert lease.lost and not lease.taken_over
             assert time.monotonic() - frozen <= 1.5 + 0.5  # within its ttl (and a poll)
             server.proc.send_signal(signal.SIGCONT)
+    finally:
+        server.proc.send_signal(signal.SIGCONT)
+        server.stop()
+
+
+def test_an_async_write_a_frozen_server_stops_reading_fails_within_the_budget(
+    tmp_path: Path, lost: Lost
+) -> None:
+    """A write bigger than the socket's buffers to a SIGSTOPped server: the send itself
+    waits (no reply is ever read), and ``socket_timeout`` bounds that wait as it bounds a
+    read: the run fails within the failover budget instead of hanging."""
+    server = start_server(str(tmp_path))
+
+    async def run() -> None:
+        async with AsyncRedisSaver.from_conn_string(
+            server.url, key_prefix="lgdlive", failover_timeout=1.0, socket_timeout=0.5
+        ) as saver:
+            config = {"configurable": {"thread_id": "frozen-send", "checkpoint_ns": ""}}
+            checkpoint = empty_checkpoint()
+            await saver.aput(config, checkpoint, {}, {})  # connected, scripts loaded
+            server.proc.send_signal(signal.SIGSTOP)
+            wait_until_stopped(server.proc)
+            big = empty_checkpoint()
+            big["channel_values"] = {"blob": os.urandom(64 << 20)}  # incompressible
+            big["channel_versions"] = {"blob": "1"}
+            started = time.monotonic()
+            with pytest.raises(FailoverTimeoutError):
+                await asyncio.wait_for(saver.aput(config, big, {}, {"blob": "1"}), SAFETY)
+            assert time.monotonic() - started < 1.0 + 0.5 + 1.5 + 2.0  # + serializing
+
+    try:
+        asyncio.run(run())
+        assert lost.seen.is_set()
+        assert "Timeout writing to socket" in lost.last
     finally:
         server.proc.send_signal(signal.SIGCONT)
         server.stop()

@@ -228,3 +228,35 @@ def test_an_asyncio_blocking_pool_the_caller_shares_gets_every_connection_back(
         await client.aclose()
 
     asyncio.run(run())
+
+
+def test_an_asyncio_round_trip_schedules_no_task_of_its_own(
+    redis_url: str, key_prefix: str
+) -> None:
+    """With a ``socket_timeout`` (the saver's clients always have one), redis-py sends
+    through ``asyncio.wait_for``: a new Task per send, and one more turn of the event
+    loop before the bytes leave. The saver's sends queue the bytes at once (wire.py
+    ``_asend``): a put, its writes and a read make no Task."""
+
+    async def run() -> None:
+        async with AsyncRedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as saver:
+            assert saver.client.connection_pool.connection_kwargs["socket_timeout"]
+            config, checkpoint, metadata, versions = one_checkpoint("tasks")
+            await saver.aput(config, checkpoint, metadata, versions)  # connected, scripts loaded
+            loop = asyncio.get_running_loop()
+            made: list[Any] = []
+
+            def factory(loop: Any, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
+                made.append(coro)
+                return asyncio.Task(coro, loop=loop, **kwargs)
+
+            loop.set_task_factory(factory)
+            try:
+                stored = await saver.aput(config, checkpoint, metadata, versions)
+                await saver.aput_writes(stored, [("a", 1)], "task-1")
+                assert await saver.aget_tuple(stored) is not None
+            finally:
+                loop.set_task_factory(None)
+            assert made == []
+
+    asyncio.run(run())

@@ -12,8 +12,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from redis.exceptions import ExecAbortError, ResponseError
 
-from langgraph_durable.io import wire
-from langgraph_durable.io.wire import READ, SEND, HiredisRespSerializer, exchange, usable
+from langgraph_durable.io import resp
+from langgraph_durable.io.resp import HiredisRespSerializer
+from langgraph_durable.io.wire import READ, SEND, exchange, usable
 
 CALLBACKS = {"HGETALL": lambda reply: dict(zip(reply[::2], reply[1::2]))}
 
@@ -96,14 +97,14 @@ def test_our_packing_sends_the_bytes_redis_py_sends(
 ) -> None:
     """wire packs a batch in one join; the bytes on the wire are redis-py's own."""
     conn = connection()
-    assert wire._resp(commands) == b"".join(conn.pack_commands(commands))
-    assert b"".join(wire._packed(conn, commands)) == b"".join(conn.pack_commands(commands))
+    assert resp.resp(commands) == b"".join(conn.pack_commands(commands))
+    assert b"".join(resp.packed(conn, commands)) == b"".join(conn.pack_commands(commands))
 
 
 def test_a_command_name_redis_py_refuses_is_refused() -> None:
     conn = redis.Connection()
     with pytest.raises(TypeError):
-        wire._resp([(5, "k")])
+        resp.resp([(5, "k")])
     with pytest.raises(TypeError):
         conn.pack_commands([(5, "k")])
 
@@ -114,25 +115,25 @@ def test_arguments_only_redis_py_converts_go_through_redis_py(odd: Any, connecti
     conn = connection()
     commands = [("SET", "k", odd)]
     with pytest.raises(TypeError):
-        wire._resp(commands)
+        resp.resp(commands)
     try:
         expected: Any = b"".join(conn.pack_commands(commands))
     except redis.DataError as exc:  # a bool: redis-py refuses it, typed, and so do we
         with pytest.raises(redis.DataError, match=str(exc)[:20]):
-            wire._packed(conn, commands)
+            resp.packed(conn, commands)
         return
-    assert b"".join(wire._packed(conn, commands)) == expected
+    assert b"".join(resp.packed(conn, commands)) == expected
 
 
 @pytest.mark.parametrize("connection", CONNECTIONS)
 def test_another_encoding_is_left_to_redis_py(connection: Any) -> None:
     conn = connection(encoding="latin-1")
     commands = [("SET", "k", "café")]
-    assert b"".join(wire._packed(conn, commands)) == b"".join(conn.pack_commands(commands))
+    assert b"".join(resp.packed(conn, commands)) == b"".join(conn.pack_commands(commands))
     packer = getattr(conn, "_command_packer", None)
     if HiredisRespSerializer is None or not isinstance(packer, HiredisRespSerializer):
         # redis-py's own serializer encodes as the client does (with hiredis: UTF-8)
-        assert "café".encode("latin-1") in b"".join(wire._packed(conn, commands))
+        assert "café".encode("latin-1") in b"".join(resp.packed(conn, commands))
 
 
 _ARGS = st.one_of(
@@ -160,7 +161,7 @@ def test_any_batch_of_str_bytes_and_ints_is_packed_as_redis_py_packs_it(
         expected = b"".join(conn.pack_commands(commands))
     except UnicodeEncodeError:  # a lone surrogate: no UTF-8 form, refused by both
         with pytest.raises(UnicodeEncodeError):
-            wire._packed(conn, commands)
+            resp.packed(conn, commands)
         return
-    assert b"".join(wire._packed(conn, commands)) == expected
-    assert wire._resp(commands) == expected
+    assert b"".join(resp.packed(conn, commands)) == expected
+    assert resp.resp(commands) == expected
