@@ -21,7 +21,8 @@ from langgraph_durable.core import fencing
 from langgraph_durable.core.errors import EventLoopError
 from langgraph_durable.core.ops import Plan
 from langgraph_durable.io import compat, connect, kept, wire
-from langgraph_durable.io.driver import Driver, Steps, arun_calls
+from langgraph_durable.io.driver import Driver
+from langgraph_durable.io.loops import Steps, arun_calls, arun_to_end
 
 AsyncClient = redis.asyncio.Redis | redis.asyncio.cluster.RedisCluster
 T = TypeVar("T")
@@ -151,10 +152,7 @@ class AsyncRedisSaver(Driver, BaseRedisSaver):
 
     # -- the ways in ---------------------------------------------------------------------
     async def _arun(self, steps: Steps[T]) -> T:
-        result: list[Any] = []
-        async for _ in arun_calls(steps, self.failover, result):
-            pass
-        return result[0]  # type: ignore[no-any-return]
+        return await arun_to_end(steps, self.failover)
 
     async def adrive(self, plan: Plan[T]) -> T:
         return await self._arun(self._steps(plan))

@@ -19,7 +19,8 @@ import redis.cluster
 from langgraph_durable.base import BaseRedisSaver
 from langgraph_durable.core.ops import Plan
 from langgraph_durable.io import compat, connect, kept, wire
-from langgraph_durable.io.driver import Driver, Steps, run_calls
+from langgraph_durable.io.driver import Driver
+from langgraph_durable.io.loops import Steps, run_calls
 
 SyncClient = redis.Redis | redis.cluster.RedisCluster
 T = TypeVar("T")

@@ -26,11 +26,8 @@ once too. Rules it keeps:
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import time
-from collections.abc import AsyncIterator, Callable, Generator
-from dataclasses import dataclass
+from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -48,9 +45,9 @@ from langgraph_durable.core.ops import (
     ScanKeys,
     Script,
 )
-from langgraph_durable.core.walk import Walk
 from langgraph_durable.io import compat, connect, hazards, pipelines, wire
 from langgraph_durable.io.failover import Failover, is_failover
+from langgraph_durable.io.loops import Pause, Steps
 from langgraph_durable.io.pipelines import Call
 from langgraph_durable.io.scripts import ScriptSet, server_version
 from langgraph_durable.io.telemetry import (
@@ -66,14 +63,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("langgraph_durable")
 T = TypeVar("T")
-Steps = Generator["Call | Emit[Any] | Pause", Any, T]
-
-
-@dataclass(frozen=True)
-class Pause:
-    """Wait this long before the next call (``time.sleep`` or ``asyncio.sleep``)."""
-
-    seconds: float
 
 
 class Driver:
@@ -268,89 +257,6 @@ class Driver:
         yield from hazards.eviction_checks(self.client, self.ttl)
         if self.core.repair_on_read:  # a saver that may write (not the CLI's inspection)
             yield from self._steps(self.core.index_runs())
-
-
-# -- the two loops: every call a plan's steps yield is one round trip ---------------------
-def run_calls(steps: Steps[T], failover: Failover) -> Generator[Any, None, T]:
-    """Make each call ``steps`` yields, yield each emitted item, return its result."""
-    try:
-        return (yield from _run_calls(steps, failover))
-    except BaseException:  # interrupted (KeyboardInterrupt...): the steps end now, not at GC
-        steps.close()
-        raise
-
-
-def _run_calls(steps: Steps[T], failover: Failover) -> Generator[Any, None, T]:
-    walk = Walk(steps)
-    for step in walk:
-        if isinstance(step, Emit):
-            yield step.item
-        elif isinstance(step, Pause):
-            time.sleep(step.seconds)
-        else:
-            attempts = failover.attempts()
-            while True:
-                began = failover.clock()
-                try:
-                    walk.reply = step()
-                except Exception as exc:  # noqa: BLE001 - handed to the plan's driver step
-                    if (delay := _again(walk, step, attempts, exc, began)) is None:
-                        break
-                    time.sleep(delay)
-                else:
-                    failover.connected = True
-                    break
-    return walk.result
-
-
-async def arun_calls(
-    steps: Steps[Any], failover: Failover, result: list[Any]
-) -> AsyncIterator[Any]:
-    """``run_calls`` awaiting each call; its result is put in ``result`` (an async
-    generator returns nothing)."""
-    try:
-        async for item in _arun_calls(steps, failover, result):
-            yield item
-    except BaseException:  # cancelled: the steps end now, not at GC
-        steps.close()
-        raise
-
-
-async def _arun_calls(
-    steps: Steps[Any], failover: Failover, result: list[Any]
-) -> AsyncIterator[Any]:
-    walk = Walk(steps)
-    for step in walk:
-        if isinstance(step, Emit):
-            yield step.item
-        elif isinstance(step, Pause):
-            await asyncio.sleep(step.seconds)
-        else:
-            attempts = failover.attempts()
-            while True:
-                began = failover.clock()
-                try:
-                    walk.reply = await step()
-                except Exception as exc:  # noqa: BLE001 - handed to the plan's driver step
-                    if (delay := _again(walk, step, attempts, exc, began)) is None:
-                        break
-                    await asyncio.sleep(delay)
-                else:
-                    failover.connected = True
-                    break
-    result.append(walk.result)
-
-
-def _again(walk: Walk[Any], step: Any, attempts: Any, exc: Exception, began: float) -> float | None:
-    """How long to wait before ``step`` goes again after ``exc`` (a lost server, within
-    ``failover_timeout``), or None: then the error to throw into the plan is set."""
-    try:
-        if not getattr(step, "failover_retry", True):
-            raise exc
-        return attempts.again(exc, began)  # type: ignore[no-any-return]
-    except Exception as final:  # noqa: BLE001 - handed to the plan's driver step
-        walk.error = final
-        return None
 
 
 def _counted(steps: Steps[T], scope: Scope) -> Steps[T]:

@@ -13,8 +13,8 @@ import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from langgraph_durable.core.ops import Emit
-from langgraph_durable.io.driver import Pause, Steps, arun_calls, run_calls
 from langgraph_durable.io.failover import Failover
+from langgraph_durable.io.loops import Pause, Steps, arun_calls, arun_to_end, run_calls
 from langgraph_durable.io.pipelines import once
 
 
@@ -81,6 +81,35 @@ def test_the_asyncio_loop_does_the_same() -> None:
     emitted, result = asyncio.run(run())
     assert emitted == ["an item"]
     assert result == [EXPECTED]
+
+
+def test_the_asyncio_loop_to_the_end_returns_the_same_result() -> None:
+    """``arun_to_end`` (what every async operation but a listing runs): the same calls,
+    failovers and errors thrown back, the result returned, items dropped."""
+    assert asyncio.run(arun_to_end(scripted(as_async), connected_failover())) == EXPECTED
+
+
+def test_the_asyncio_loop_to_the_end_closes_the_steps_when_cancelled() -> None:
+    closed = []
+
+    def steps() -> Steps[Any]:
+        async def forever() -> Any:
+            await asyncio.Event().wait()
+
+        try:
+            yield forever
+        finally:
+            closed.append(True)
+
+    async def run() -> None:
+        task = asyncio.ensure_future(arun_to_end(steps(), connected_failover()))
+        await asyncio.sleep(0)  # the call awaits
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(run())
+    assert closed == [True]
 
 
 def test_a_lost_server_before_any_round_trip_is_no_failover() -> None:
