@@ -46,6 +46,35 @@ _NO_WRITES = "#!lua flags=no-writes\n"
 
 
 @cache
+def _prelude_parts(
+    prelude: str, positions: tuple[tuple[str, str], ...]
+) -> tuple[dict[str, str], re.Pattern[str], list[str], dict[str, range]]:
+    """``assemble``'s reading of the prelude, the same for every script with the same key
+    ``positions``: the constants' values, the pattern of their names, the prelude's lines
+    with numbers written in, and each definition's lines."""
+    values: dict[str, str] = {}
+    for names, numbers in _CONSTANTS.findall(prelude):
+        for key, value in zip(names.split(", "), numbers.split(", "), strict=True):
+            values[key] = values.get(value, value)
+    values |= dict(positions)
+    as_number = re.compile(r"\b(" + "|".join(values) + r")\b")
+    lines = as_number.sub(lambda m: values[m.group(1)], _CONSTANTS.sub("", prelude)).split("\n")
+    blocks: dict[str, range] = {}  # each definition's lines
+    at = 0
+    while at < len(lines):
+        found = _DEFINITION.match(lines[at])
+        end = at
+        if found and found.group(1) and not lines[at].rstrip().endswith(" end"):
+            end = lines.index("end", at)  # a function's last line: "end" at column 0
+        elif found and lines[at].rstrip().endswith("{"):
+            end = next(i for i in range(at, len(lines)) if lines[i].startswith("}"))
+        if found:
+            blocks[found.group(2)] = range(at, end + 1)
+        at = end + 1
+    return values, as_number, lines, blocks
+
+
+@cache
 def script_source(name: str, flagged: bool = False) -> str:
     folder = files("langgraph_durable.io") / "lua"
     base = name.removesuffix(COMPACT)
@@ -85,6 +114,7 @@ def _constant_names(prelude: str) -> list[str]:
 
 _CONSTANTS = re.compile(r"^local ((?:K_[A-Z]+|TWIN)(?:, (?:K_[A-Z]+|TWIN))*) = (.+)$", re.MULTILINE)
 _DEFINITION = re.compile(r"^local (function )?(\w+)")
+_WORD = re.compile(r"\w+")
 
 
 def assemble(
@@ -99,32 +129,19 @@ def assemble(
     cut, so Redis's line numbers still point into ``_prelude.lua``. ``positions``, if
     given, replaces the prelude's numbers, and the definitions of ``stubs`` are cut,
     the caller defining those names (``compact``)."""
-    values: dict[str, str] = {}
-    for names, numbers in _CONSTANTS.findall(prelude):
-        for key, value in zip(names.split(", "), numbers.split(", "), strict=True):
-            values[key] = values.get(value, value)
-    values |= positions or {}
-    as_number = re.compile(r"\b(" + "|".join(values) + r")\b")
-    lines = as_number.sub(lambda m: values[m.group(1)], _CONSTANTS.sub("", prelude)).split("\n")
-    blocks: dict[str, range] = {}  # each definition's lines
-    at = 0
-    while at < len(lines):
-        found = _DEFINITION.match(lines[at])
-        end = at
-        if found and found.group(1) and not lines[at].rstrip().endswith(" end"):
-            end = lines.index("end", at)  # a function's last line: "end" at column 0
-        elif found and lines[at].rstrip().endswith("{"):
-            end = next(i for i in range(at, len(lines)) if lines[i].startswith("}"))
-        if found:
-            blocks[found.group(2)] = range(at, end + 1)
-        at = end + 1
+    values, as_number, lines, blocks = _prelude_parts(
+        prelude, tuple(sorted((positions or {}).items()))
+    )
     body = as_number.sub(lambda m: values[m.group(1)], body)
     needed: set[str] = set(stubs)  # reached or not, their definitions are cut below
     reach = [body]
     while reach:
-        text = reach.pop()
+        # a name is reached where it stands as a whole word: one of the text's words
+        # (one pass over the text, not a search per definition: a fresh process
+        # assembles every script before its first call)
+        words = set(_WORD.findall(reach.pop()))
         for name, span in blocks.items():
-            if name not in needed and re.search(rf"\b{name}\b", text):
+            if name not in needed and name in words:
                 needed.add(name)
                 reach.append("\n".join(lines[i] for i in span))
     cut = {i for name, span in blocks.items() if name not in needed or name in stubs for i in span}

@@ -112,6 +112,18 @@ end"""
     assert source.count("\n") == 12, "every line kept, blank where cut"
 
 
+def test_a_helper_is_reached_by_its_whole_name_only() -> None:
+    """A definition is kept where its name stands as a word of the code that reaches
+    it, not where it is part of a longer name."""
+    prelude = """local K_A = 1
+local function one() return 1 end
+local function someone() return 2 end
+local function other() return 3 end"""
+    source = scripts.assemble(prelude, "return someone() + one_more + other_one")
+    assert "local function someone()" in source
+    assert "local function one()" not in source and "local function other()" not in source
+
+
 @pytest.mark.parametrize("name", list(scripts.COMPACT_LAYOUTS))
 def test_a_compact_variant_reaches_only_the_keys_of_its_layout_and_refuses_a_ttl(
     name: str,
