@@ -57,13 +57,11 @@ def resp(commands: Sequence[tuple[Any, ...]]) -> bytes:
     for args in commands:
         args = _name_split(args)
         try:  # fewer bytecodes with map(operator.call, ...), but more instructions
-            packed = [_AS_BYTES[type(a)](a) for a in args]
+            parts = [_AS_BYTES[type(a)](a) for a in args]
         except KeyError as exc:
             raise TypeError(exc.args[0]) from None
-        out.append(b"*%d\r\n" % len(packed))
-        extend(
-            chain.from_iterable(zip(map(_HEADERS.__getitem__, map(len, packed)), packed, _CRLFS))
-        )
+        out.append(b"*%d\r\n" % len(parts))
+        extend(chain.from_iterable(zip(map(_HEADERS.__getitem__, map(len, parts)), parts, _CRLFS)))
     return b"".join(out)
 
 
