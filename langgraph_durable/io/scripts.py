@@ -51,7 +51,8 @@ def _prelude_parts(
 ) -> tuple[dict[str, str], re.Pattern[str], list[str], dict[str, range]]:
     """``assemble``'s reading of the prelude, the same for every script with the same key
     ``positions``: the constants' values, the pattern of their names, the prelude's lines
-    with numbers written in, and each definition's lines."""
+    with numbers written in, and each definition's lines. Kept and shared: read, never
+    changed."""
     values: dict[str, str] = {}
     for names, numbers in _CONSTANTS.findall(prelude):
         for key, value in zip(names.split(", "), numbers.split(", "), strict=True):
