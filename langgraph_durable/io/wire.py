@@ -36,6 +36,9 @@ from langgraph_durable.io import kept
 from langgraph_durable.io.failover import passing_state
 from langgraph_durable.io.resp import packed
 
+# redis-py's own send: a connection class that replaces it (tracing, a proxy) keeps it
+_REDIS_PY_SEND = redis.asyncio.connection.AbstractConnection.send_packed_command
+
 if sys.version_info >= (3, 11, 3):  # as redis-py chooses
     from asyncio import timeout as async_timeout
 else:  # pragma: no cover - a dependency of redis-py before 3.11.3
@@ -297,10 +300,16 @@ async def _asend(conn: Any, data: list[bytes]) -> None:
     (~30 µs of a superstep on loopback). Here the write is queued at once and only the
     wait for the socket to drain (none below the transport's high-water mark) is under
     the deadline. Anything redis-py would do first (connect, a health check) or
-    differently (no deadline, no writer) is left to it. Its errors are redis-py's."""
+    differently (no deadline, no writer, a connection class with a send of its own) is
+    left to it. Its errors are redis-py's."""
     writer = getattr(conn, "_writer", None)
     timeout = getattr(conn, "socket_timeout", None)
-    if writer is None or not timeout or getattr(conn, "health_check_interval", 1):
+    if (
+        writer is None
+        or not timeout
+        or getattr(conn, "health_check_interval", 1)
+        or type(conn).send_packed_command is not _REDIS_PY_SEND
+    ):
         await conn.send_packed_command(data)
         return
     try:

@@ -260,3 +260,32 @@ def test_an_asyncio_round_trip_schedules_no_task_of_its_own(
             assert made == []
 
     asyncio.run(run())
+
+
+def test_an_asyncio_connection_class_with_its_own_send_is_sent_through(
+    redis_url: str, key_prefix: str
+) -> None:
+    """The saver's quick send (wire.py ``_asend``) is only for redis-py's own: a
+    connection class that replaces ``send_packed_command`` (tracing, a proxy) sees every
+    round trip."""
+    sent: list[Any] = []
+
+    class Traced(redis.asyncio.Connection):
+        async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+            sent.append(command)
+            await super().send_packed_command(command, check_health)
+
+    async def run() -> None:
+        pool = redis.asyncio.BlockingConnectionPool.from_url(
+            redis_url, connection_class=Traced, socket_timeout=5
+        )
+        client = redis.asyncio.Redis(connection_pool=pool)
+        saver = AsyncRedisSaver(client, key_prefix=key_prefix)
+        await saver.asetup()
+        before = len(sent)
+        stored = await saver.aput(*one_checkpoint("traced"))
+        await saver.aput_writes(stored, [("a", 1)], "task-1")
+        assert len(sent) - before == 2  # the put's round trip, the writes'
+        await client.aclose()
+
+    asyncio.run(run())
