@@ -34,6 +34,7 @@ from langgraph_durable.core.errors import (
     LeaseHeldError,
     LeaseLostError,
 )
+from langgraph_durable.io import providers
 from langgraph_durable.io.counts import records_in, written_bytes
 from langgraph_durable.io.instruments import INSTRUMENTATION, Instruments
 
@@ -169,6 +170,10 @@ class OtelTelemetry(Telemetry):
         self._kind, self._status, self._error = SpanKind.CLIENT, Status, StatusCode.ERROR
         self._version = version()
         self._given = (tracer_provider, meter_provider)
+        self._global_tracers, self._global_meters = (
+            providers.tracer_provider(),
+            providers.meter_provider(),
+        )
         self._tracer_of: tuple[Any, Any] = (None, None)  # (provider, its tracer)
         self._instruments_of: tuple[Any, Instruments | None] = (None, None)
         self._thread_ids = thread_ids
@@ -179,7 +184,7 @@ class OtelTelemetry(Telemetry):
 
     def tracer(self) -> Any:
         """The tracer of the provider in use, or None while it is a no-op one."""
-        provider = self._given[0] or self._trace.get_tracer_provider()
+        provider = self._given[0] or self._global_tracers()
         if _no_op(provider):
             return None
         if self._tracer_of[0] is not provider:
@@ -188,7 +193,7 @@ class OtelTelemetry(Telemetry):
 
     def instruments(self) -> Instruments | None:
         """The instruments of the meter provider in use, or None while it is a no-op one."""
-        provider = self._given[1] or self._metrics.get_meter_provider()
+        provider = self._given[1] or self._global_meters()
         if _no_op(provider):
             return None
         if self._instruments_of[0] is not provider:

@@ -241,3 +241,73 @@ def test_a_read_writes_no_bytes_and_a_batch_counts_its_scripts() -> None:
     batch = Batch([Script("put_writes", ["k"], [b"x" * 10]), ("HSET", "k", "f", b"y" * 5)])
     assert written_bytes(batch) == 15
     assert written_bytes(("HGET", "k", b"f")) == 0
+
+
+_SET_LATER = """
+from opentelemetry import metrics, trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from langgraph_durable.io.telemetry import create_telemetry
+
+telemetry = create_telemetry()
+assert telemetry.begin("put", "t") is None  # no SDK yet: nothing made
+trace.set_tracer_provider(TracerProvider())
+reader = InMemoryMetricReader()
+metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
+scope = telemetry.begin("put", "t")
+assert scope is not None and scope.recording and scope.instruments is not None
+telemetry.finish(scope, None)
+print("recorded", reader.get_metrics_data() is not None)
+"""
+
+
+def test_global_providers_set_after_the_saver_was_made_are_used() -> None:
+    # A process of its own: OpenTelemetry's global providers can be set once per process.
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", _SET_LATER], check=False, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "recorded True"
+
+
+def test_a_global_provider_is_asked_again_once_it_is_set() -> None:
+    from types import SimpleNamespace
+
+    from langgraph_durable.io.providers import GlobalProvider
+
+    api = SimpleNamespace(_GLOBAL=None)
+    asked: list[str] = []
+
+    def getter() -> str:
+        asked.append("asked")
+        return api._GLOBAL or "proxy"
+
+    found = GlobalProvider(getter, api, "_GLOBAL", "LGD_TEST_NO_SUCH_VARIABLE")
+    assert [found(), found(), found()] == ["proxy"] * 3
+    assert asked == ["asked"]  # unset: the proxy, without asking each time
+    api._GLOBAL = "sdk"
+    assert [found(), found()] == ["sdk", "sdk"] and len(asked) == 3
+    gone = GlobalProvider(getter, SimpleNamespace(), "_GLOBAL", "LGD_TEST_NO_SUCH_VARIABLE")
+    assert gone() == "sdk" and len(asked) == 4  # no such global: the getter answers
+
+
+def test_a_provider_named_by_the_environment_is_always_asked_for(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from types import SimpleNamespace
+
+    from langgraph_durable.io.providers import GlobalProvider
+
+    monkeypatch.setenv("LGD_TEST_PROVIDER", "some.entry.point")
+    asked: list[str] = []
+    found = GlobalProvider(
+        lambda: asked.append("asked") or "loaded",
+        SimpleNamespace(_GLOBAL=None),
+        "_GLOBAL",
+        "LGD_TEST_PROVIDER",
+    )
+    assert [found(), found()] == ["loaded", "loaded"] and len(asked) == 2
