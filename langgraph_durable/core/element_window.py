@@ -29,7 +29,7 @@ HEADS_SORTED_BY_INDEX = 8
 FETCHED_MAX = 4096
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: made per operation, and a frozen one costs 4x to make
 class Window:
     """A put's check of the elements it names without sending, by length: plain reads
     in the put's own round trip, ahead of its script (Redis copies a reply to the socket
@@ -62,7 +62,11 @@ class Window:
         if self.fetched:
             values = replies[0]
             at = 1
-            if not isinstance(values, Exception):
+            if not isinstance(values, Exception) and (
+                len(values) != len(self.fetched)
+                or None in values
+                or list(map(len, values)) != [length for _, length in self.fetched]
+            ):  # all there and of their lengths (the usual case) told in C; else which
                 for (_, length), value in zip(self.fetched, values, strict=True):
                     if value is None:
                         return "missing"
@@ -142,14 +146,18 @@ def unsent_window(
     size = len(heads) + CHECKED_PER_PUT + len(sent) + len(heads)
     rotated = heads + others[start:] + others[:start]
     window, rest = rotated[:size], rotated[size:]
-    found = [known_as_stored(d) for d in window]
-    fetched = tuple((d, k[0]) for d, k in zip(window, found) if k and k[0] <= FETCHED_MAX)
-    by_length = tuple(
-        (d, k[0] if k else None) for d, k in zip(window, found) if not k or k[0] > FETCHED_MAX
-    )
+    fetched: list[tuple[bytes, int]] = []
+    by_length: list[tuple[bytes, int | None]] = []
+    for d in window:
+        k = known_as_stored(d)
+        if k is not None and k[0] <= FETCHED_MAX:
+            fetched.append((d, k[0]))
+        else:
+            by_length.append((d, k[0] if k else None))
     checked_next = start + len(window) - len(heads)
     if check_all and rest:
         found = [known_as_stored(d) for d in rest]
-        by_length += tuple((d, k[0] if k else None) for d, k in zip(rest, found))
-        return b"", Window(fetched, by_length, (), watch=True), checked_next
-    return b"", Window(fetched, by_length, tuple(rest), watch=bool(rest)), checked_next
+        by_length += [(d, k[0] if k else None) for d, k in zip(rest, found)]
+        return b"", Window(tuple(fetched), tuple(by_length), (), watch=True), checked_next
+    window_ = Window(tuple(fetched), tuple(by_length), tuple(rest), watch=bool(rest))
+    return b"", window_, checked_next

@@ -53,8 +53,15 @@ def configurable(config: Any, *, any_namespace: bool = False) -> Mapping[str, An
     """``config['configurable']`` once its fields are checked: a ``thread_id``; a
     ``checkpoint_ns`` that is a str when present (``None`` too with ``any_namespace``,
     where it means every namespace); a ``checkpoint_id`` that is a str or None."""
-    conf = (config or {}).get("configurable") if isinstance(config, (Mapping, type(None))) else None
-    if not isinstance(conf, Mapping) or "thread_id" not in conf:
+    if type(config) is dict:  # as LangGraph passes it; isinstance of an ABC costs more
+        conf = config.get("configurable")
+    else:
+        conf = (
+            (config or {}).get("configurable")
+            if isinstance(config, (Mapping, type(None)))
+            else None
+        )
+    if not (type(conf) is dict or isinstance(conf, Mapping)) or "thread_id" not in conf:
         raise InvalidConfigError("config['configurable']['thread_id'] is required")
     thread(conf["thread_id"])
     if "checkpoint_ns" in conf and not (any_namespace and conf["checkpoint_ns"] is None):

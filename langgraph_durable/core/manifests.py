@@ -158,7 +158,7 @@ def with_tail(
     return ListDigests((*digests, *blocked.tail), blocked.blocks)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: made per operation, and a frozen one costs 4x to make
 class Split:
     """A list or dict value in element form: the manifest's type and data, and the
     stored elements (a dict's values; its keys are in the manifest), with the blocks

@@ -20,7 +20,7 @@ from typing import Any, Generic, TypeVar
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: made per operation, and a frozen one costs 4x to make
 class Script:
     """Run one of the Lua scripts of ``scripts.py``; all keys are in one slot."""
 
@@ -37,7 +37,7 @@ class Command:
     args: tuple[Any, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: made per operation, and a frozen one costs 4x to make
 class Batch:
     """Run several commands of one slot in one round trip: a pipeline, or with ``atomic``
     a MULTI/EXEC transaction. A ``Script`` among them is sent as EVALSHA (the shell
@@ -78,7 +78,7 @@ class Emit(Generic[T]):
     item: T
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: made per operation, and a frozen one costs 4x to make
 class Operation:
     """The saver operation a plan carries out (its span's name), and where."""
 

@@ -67,10 +67,11 @@ _put_writes = writes.put_writes  # in ``SaverCore.put_writes`` its parameter hid
 def where(config: Any) -> tuple[str | None, str | None, str | None]:
     """(thread, namespace, checkpoint id) of a config, for the operation's span; what is
     missing or of another type is None: the plan itself refuses a bad config, typed."""
-    conf = config.get("configurable") if isinstance(config, Mapping) else None
-    if not isinstance(conf, Mapping):
+    # type() first: isinstance against an ABC costs more than the rest of this
+    conf = config.get("configurable") if _is_mapping(config) else None
+    if not _is_mapping(conf):
         return None, None, None
-    thread_id, ns, checkpoint_id = (conf.get(k) for k in _WHERE)
+    thread_id, ns, checkpoint_id = conf.get(_T), conf.get(_NS), conf.get(_ID)
     return (
         str(thread_id) if isinstance(thread_id, str | int) else None,  # as the plans take it
         ns if isinstance(ns, str) else None,
@@ -78,7 +79,11 @@ def where(config: Any) -> tuple[str | None, str | None, str | None]:
     )
 
 
-_WHERE = ("thread_id", "checkpoint_ns", "checkpoint_id")
+_T, _NS, _ID = "thread_id", "checkpoint_ns", "checkpoint_id"
+
+
+def _is_mapping(value: Any) -> bool:
+    return type(value) is dict or isinstance(value, Mapping)
 
 
 class SaverCore(PlanContext):
@@ -102,7 +107,7 @@ class SaverCore(PlanContext):
     ) -> Plan[RunnableConfig]:
         plan = writes.put(self, config, checkpoint, metadata, new_versions)
         thread_id, checkpoint_ns, _ = where(config)
-        checkpoint_id = checkpoint.get("id") if isinstance(checkpoint, Mapping) else None
+        checkpoint_id = checkpoint.get("id") if _is_mapping(checkpoint) else None
         return traced("put", plan, thread_id, checkpoint_ns, checkpoint_id)
 
     def put_writes(

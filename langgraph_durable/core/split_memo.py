@@ -23,7 +23,7 @@ from typing import Any
 from langgraph_durable.core.manifests import MSGPACK, msgpack_tail
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: made per operation, and a frozen one costs 4x to make
 class Remembered:
     """One split: what its entries became, and their bytes (without the array or map
     header)."""
@@ -37,7 +37,8 @@ class Remembered:
     # the element cache's fingerprints generation under which every digest here was
     # noted (-1: not all were), so the next split need not note them again
     noted: int = -1
-    body: bytes = b""  # set by ``SplitMemo.remember``, cut from the value serialized
+    # set by ``SplitMemo.remember``: a view of the value serialized, not a copy of it
+    body: bytes | memoryview = b""
 
 
 class SplitMemo:
@@ -84,7 +85,7 @@ class SplitMemo:
             made.value_bytes,
             made.size,
             made.noted,
-            whole[1][start:],
+            memoryview(whole[1])[start:],  # a slice would copy the whole list's bytes
         )
         with self._lock:
             old = self._entries.pop(key, None)

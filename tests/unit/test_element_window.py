@@ -65,6 +65,10 @@ def test_what_the_replies_say() -> None:
     assert window.finding([[b"abc", None], 9, 1]) == "missing"
     assert window.finding([[b"abc", b"abcde"], 9, 1]) == "damaged"  # extended
     assert window.finding([[b"ab", b"abcd"], 9, 1]) == "damaged"  # truncated
+    assert window.finding([[b"ab", None], 9, 1]) == "damaged"  # the first one found so
+    assert window.finding([[None, b"abcde"], 9, 1]) == "missing"
+    with pytest.raises(ValueError):  # not a reply to these reads
+        window.finding([[b"abc"], 9, 1])
     assert window.finding([[b"abc", b"abcd"], 8, 1]) == "damaged"
     assert window.finding([[b"abc", b"abcd"], 0, 1]) == "missing"
     assert window.finding([[b"abc", b"abcd"], 9, 0]) == "missing"  # length unknown: there
