@@ -106,6 +106,7 @@ class Driver:
         what: Operation | None = getattr(plan, "operation", None)  # a traced plan
         scope: Scope | None = None
         if what is not None:
+            plan = plan.plan  # type: ignore[attr-defined]  # stepped itself: a call less a step
             scope = self.telemetry.begin(
                 what.name, what.thread_id, what.checkpoint_ns, what.checkpoint_id
             )
