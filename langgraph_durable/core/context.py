@@ -83,7 +83,7 @@ class PlanContext:
         self.recovery_reports = {}
         self.newest_versions = NewestVersions()
         self.recent_fields = RecentFields()
-        self.element_cache = ElementCache()
+        self.element_cache = ElementCache(by_bytes=verify_elements_on_write)
         self.split_memo = SplitMemo()
         self.element_keys = element_keys(envelope.signing_keys)
         self.list_elements = list_elements

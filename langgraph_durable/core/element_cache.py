@@ -24,10 +24,13 @@ class ElementCache:
     changes under its digest, so a read takes a cached one instead of reading and
     verifying it again, and a put does not compress or hash again an element it stored.
     Holds at most ``max_bytes`` of elements (crude: emptied whole when full, safe from
-    any thread)."""
+    any thread). ``by_bytes``: fingerprints carry the SHA-1 of the stored bytes, which
+    only a put that checks elements by their bytes uses (``verify_elements_on_write``):
+    else each element stored or read would be hashed once more for nothing."""
 
-    def __init__(self, max_bytes: int = 32 << 20) -> None:
+    def __init__(self, max_bytes: int = 32 << 20, *, by_bytes: bool = True) -> None:
         self.max_bytes = max_bytes
+        self.by_bytes = by_bytes
         self._lock = threading.Lock()  # the size count; the dicts are safe on their own
         self._size = 0
         self._by_digest: dict[bytes, tuple[str, bytes]] = {}
@@ -77,7 +80,7 @@ class ElementCache:
         if digest not in self._fingerprints:
             if len(self._fingerprints) >= MAX_FINGERPRINTS:
                 self.forget_fingerprints()
-            sha1 = hashlib.sha1(stored).hexdigest()[:15].encode()
+            sha1 = hashlib.sha1(stored).hexdigest()[:15].encode() if self.by_bytes else b""
             self._fingerprints[digest] = (len(stored), digest + sha1)
 
     def forget_fingerprints(self) -> None:
@@ -91,8 +94,9 @@ class ElementCache:
 
     def known_as_stored(self, digest: bytes) -> tuple[int, bytes] | None:
         """The length of the bytes stored under ``digest`` and the digest followed by
-        the first 15 hex digits of their SHA-1 (what Redis's Lua can compute), or None
-        if this process never wrote nor verified them."""
+        the first 15 hex digits of their SHA-1 (what Redis's Lua can compute; the digest
+        alone without ``by_bytes``), or None if this process never wrote nor verified
+        them."""
         return self._fingerprints.get(digest)
 
     def by_content(self, plain: bytes) -> tuple[bytes, bytes] | None:

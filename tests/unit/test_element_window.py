@@ -187,3 +187,24 @@ def test_the_elements_the_parents_writes_stored_come_first_in_the_manifests_orde
     assert window is not None
     expected = sorted(first) + [d for d in named["messages"] if d not in first]
     assert [d for d, _ in window.fetched] == expected[: 2 * heads + CHECKED_PER_PUT]
+
+
+def test_only_a_saver_that_checks_by_bytes_hashes_what_it_stored() -> None:
+    import hashlib
+
+    from langgraph_durable.core.context import PlanContext
+    from langgraph_durable.core.envelope import Envelope
+    from langgraph_durable.core.keys import KeySchema
+
+    stored = b"msgpack\x00" + b"x" * 100
+    sha1 = hashlib.sha1(stored).hexdigest()[:15].encode()
+    for by_bytes, fingerprint in ((False, digest(0)), (True, digest(0) + sha1)):
+        ctx = PlanContext(
+            serde=None,  # type: ignore[arg-type]
+            keys=KeySchema("t"),
+            envelope=Envelope(),
+            ttl=None,
+            verify_elements_on_write=by_bytes,
+        )
+        ctx.element_cache.note_stored(digest(0), stored)
+        assert ctx.element_cache.known_as_stored(digest(0)) == (len(stored), fingerprint)
