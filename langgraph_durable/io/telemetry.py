@@ -163,10 +163,8 @@ class OtelTelemetry(Telemetry):
         thread_ids: ThreadIds,
         server: Mapping[str, Any],
     ) -> None:
-        from opentelemetry import metrics, trace
         from opentelemetry.trace import SpanKind, Status, StatusCode
 
-        self._trace, self._metrics = trace, metrics
         self._kind, self._status, self._error = SpanKind.CLIENT, Status, StatusCode.ERROR
         self._version = version()
         self._given = (tracer_provider, meter_provider)
