@@ -85,7 +85,9 @@ class SplitMemo:
             made.value_bytes,
             made.size,
             made.noted,
-            memoryview(whole[1])[start:],  # a slice would copy the whole list's bytes
+            # a view: a slice would copy the whole list's bytes; a copy of anything but
+            # bytes, which a serializer could change or reuse after it is remembered
+            memoryview(whole[1])[start:] if type(whole[1]) is bytes else bytes(whole[1][start:]),
         )
         with self._lock:
             old = self._entries.pop(key, None)

@@ -158,3 +158,37 @@ def test_two_namespaces_of_one_thread_keep_a_split_each(monkeypatch: pytest.Monk
             )  # fmt: skip
             assert made is not None and len(made.digests) == step + 1
             assert len(looked_up) == (step + 1 if step == 0 else 1), ns_channel
+
+
+class _ReusedBuffer:
+    """A serializer that writes every value into one bytearray it reuses (as a pooled
+    encoder may): the memo must not remember what it can change afterwards."""
+
+    def __init__(self) -> None:
+        self.buffer = bytearray()
+
+    def dumps_typed(self, value: Any) -> tuple[str, Any]:
+        type_, data = SERDE.dumps_typed(value)
+        self.buffer[:] = data
+        return type_, self.buffer
+
+    def loads_typed(self, data: tuple[str, bytes]) -> Any:
+        return SERDE.loads_typed(data)
+
+
+def test_a_serializers_reused_buffer_is_not_remembered_by_reference() -> None:
+    cache, memo, reused = ElementCache(), SplitMemo(), _ReusedBuffer()
+    split(["a" * 80, "b" * 80], cache, memo, serde=reused)
+    # The same lengths, other bytes: the buffer now holds these two; the memo must still
+    # compare against the two it split.
+    with_memo, _ = split(["c" * 80, "d" * 80, "e" * 80], cache, memo, serde=reused)
+    afresh, _ = split(["c" * 80, "d" * 80, "e" * 80], ElementCache(), None)
+    same(with_memo, afresh)
+
+
+def test_a_reused_buffer_of_the_same_length_gets_its_own_digests() -> None:
+    cache, memo, reused = ElementCache(), SplitMemo(), _ReusedBuffer()
+    split(["a" * 80, "b" * 80], cache, memo, serde=reused)
+    with_memo, _ = split(["c" * 80, "d" * 80], cache, memo, serde=reused)  # same length
+    afresh, _ = split(["c" * 80, "d" * 80], ElementCache(), None)
+    same(with_memo, afresh)
