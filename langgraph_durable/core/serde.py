@@ -201,16 +201,22 @@ def _fast_load(serde: SerializerProtocol, data: bytes) -> Any:
     def hook(code: int, payload: bytes) -> Any:
         if code not in _CONSTRUCTED:
             return base(code, payload)  # type: ignore[misc]
-        module, name, kwargs = _unpackb(payload, ext_hook=hook, option=_NON_STR_KEYS)[:3]
+        module, name, kwargs = _unpackb(payload, ext_hook=hooks[0], option=_NON_STR_KEYS)[:3]
         key = (module, name)
         if key not in lg_msgpack.SAFE_MSGPACK_TYPES and not (allowed and key in allowed):
             raise LookupError("not for the fast pass")
         return getattr(sys.modules[module], name)(**kwargs)  # as LangGraph: looked up
 
+    # The hook reaches itself (for nested objects) through this list, emptied at the end:
+    # a closure naming itself is a cycle, which left each read to the garbage collector
+    # (a collection every few reads of a long message list).
+    hooks = [hook]
     try:
         return ormsgpack.unpackb(data, ext_hook=hook, option=ormsgpack.OPT_NON_STR_KEYS)
     except Exception:  # noqa: BLE001 - abandoned: LangGraph reads it from the start
         return _NOT_FAST
+    finally:
+        hooks.clear()
 
 
 # LangGraph's hook -> the allowlist it checks (the very set its closure holds, so a change

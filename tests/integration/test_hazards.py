@@ -650,6 +650,32 @@ def chain_of(saver: RedisSaver, length: int) -> list[dict[str, Any]]:
     return configs
 
 
+@pytest.mark.parametrize(
+    "kinds", [("cps",), ("wix",), ("cp",), ("wr",), ("wix", "wr"), ("cps", "cp")]
+)
+def test_a_read_names_every_index_key_of_the_wrong_type(
+    saver: RedisSaver,
+    redis_client: redis.Redis,
+    caplog: pytest.LogCaptureFixture,
+    kinds: tuple[str, ...],
+) -> None:
+    """The read script tells a damaged key by the counts it takes of all four (no TYPE of
+    its own): each of them is named, not only the first of a pair."""
+    chain_of(saver, 2)
+    tk = saver.keys.thread("t")
+    for kind in kinds:
+        redis_client.delete(getattr(tk, kind))
+        redis_client.set(getattr(tk, kind), b"stray")
+    with caplog.at_level(logging.ERROR, logger="langgraph_durable"):
+        saver.get_tuple({"configurable": {"thread_id": "t"}})
+    reported = {m for m in caplog.messages if "has the wrong type" in m}
+    assert reported == {
+        f"langgraph-durable: key {getattr(tk, kind)} of thread 't' has the wrong type (damaged): "
+        "read as empty"
+        for kind in kinds
+    }
+
+
 @pytest.mark.parametrize("counters", ["odd", {"messages": "x"}, {"messages": [None]}, [1, 2]])
 def test_retention_keeps_the_chain_of_a_checkpoint_whose_delta_counters_are_unreadable(
     saver: RedisSaver, caplog: pytest.LogCaptureFixture, counters: Any

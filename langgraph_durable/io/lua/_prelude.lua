@@ -152,14 +152,22 @@ end
 -- index can be rebuilt from the hash (reindex.lua). Two O(1) counts per read; a record
 -- missing from an index that also keeps members of lost records shows up once those
 -- members are dropped, which the read that meets them does.
+-- The counts also tell which of the four keys are usable: only a key of the wrong type
+-- fails them (reported in wrongtype, in ThreadKeys order), so a read asks no TYPE of
+-- them. Returns the list, then whether cps, cp, and both writes keys are usable.
 local function unindexed()
+  local cps_ok, n_cps = pcall(redis.call, 'ZCARD', KEYS[K_CPS])
+  local wix_ok, n_wix = pcall(redis.call, 'ZCARD', KEYS[K_WIX])
+  local cp_ok, n_cp = pcall(redis.call, 'HLEN', KEYS[K_CP])
+  local wr_ok, n_wr = pcall(redis.call, 'HLEN', KEYS[K_WR])
   local out = {}
-  for _, pair in ipairs({{K_CP, K_CPS, 'cps'}, {K_WR, K_WIX, 'wix'}}) do
-    local ok1, n = pcall(redis.call, 'HLEN', KEYS[pair[1]])
-    local ok2, m = pcall(redis.call, 'ZCARD', KEYS[pair[2]])
-    if ok1 and ok2 and n > m then out[#out + 1] = pair[3] end
-  end
-  return out
+  if not cps_ok then wrongtype[#wrongtype + 1] = KEYS[K_CPS] end
+  if not wix_ok then wrongtype[#wrongtype + 1] = KEYS[K_WIX] end
+  if not cp_ok then wrongtype[#wrongtype + 1] = KEYS[K_CP] end
+  if not wr_ok then wrongtype[#wrongtype + 1] = KEYS[K_WR] end
+  if cp_ok and cps_ok and n_cp > n_cps then out[#out + 1] = 'cps' end
+  if wr_ok and wix_ok and n_wr > n_wix then out[#out + 1] = 'wix' end
+  return out, cps_ok, cp_ok, wix_ok and wr_ok
 end
 
 -- The type of each of the thirteen keys, in ThreadKeys order.

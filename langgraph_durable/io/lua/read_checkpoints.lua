@@ -7,10 +7,8 @@
 --            {member, record or nil, {write member, write
 --            record, ...}, 1 if the member is indexed but its record is gone else 0
 --            [, "all": its timeline member, the next page's cursor]}, ... }
-local cps_ok, cp_ok = usable(K_CPS, 'zset'), usable(K_CP, 'hash')
-local writes_ok = usable(K_WIX, 'zset') and usable(K_WR, 'hash')
+local lacking, cps_ok, cp_ok, writes_ok = unindexed()
 local members = {}
-local lacking = unindexed()
 local timelines = {}  -- "all": member -> its timeline member
 
 -- Byte order, as ZSETs sort members: Lua's own < follows the server's LC_COLLATE.
