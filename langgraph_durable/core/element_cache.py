@@ -16,6 +16,7 @@ from typing import Any
 
 MAX_FINGERPRINTS = 1 << 17  # about 30 MB of them at most
 MAX_EXPANSIONS = 1024  # runs of blocks whose entries are kept (blocks.py)
+MAX_MANIFESTS = 1024  # manifest records opened, with the digests they name (values.py)
 
 
 class ElementCache:
@@ -44,6 +45,10 @@ class ElementCache:
         # (kind, block digests) -> the entries those blocks name (blocks.py): blocks
         # never change under their digests, so what they name is worked out once
         self.expansions: dict[tuple[str, tuple[bytes, ...]], Any] = {}
+        # (thread, blob field, manifest record) -> the digests that record names, its
+        # blocks expanded: the same bytes under the same field verified once and name the
+        # same digests again, so a read of a value it read before opens nothing
+        self.manifests: dict[tuple[str, str, bytes], Any] = {}
 
     def get(self, digest: bytes) -> tuple[str, bytes] | None:
         return self._by_digest.get(digest)
@@ -65,7 +70,7 @@ class ElementCache:
     def empty(self) -> None:
         """Forget every element (what ``add`` does when full); fingerprints stay."""
         self._by_digest, self._by_content, self._size = {}, {}, 0
-        self.expansions = {}
+        self.expansions, self.manifests = {}, {}
 
     def remember_expansion(self, key: tuple[str, tuple[bytes, ...]], entries: Any) -> None:
         """Keep what a run of blocks names (at most ``MAX_EXPANSIONS`` runs; references
@@ -73,6 +78,13 @@ class ElementCache:
         if len(self.expansions) >= MAX_EXPANSIONS:
             self.expansions = {}
         self.expansions[key] = entries
+
+    def remember_manifest(self, key: tuple[str, str, bytes], digests: Any) -> None:
+        """Keep the digests a verified manifest record names (at most
+        ``MAX_MANIFESTS`` records)."""
+        if len(self.manifests) >= MAX_MANIFESTS:
+            self.manifests = {}
+        self.manifests[key] = digests
 
     def note_stored(self, digest: bytes, stored: bytes) -> None:
         """Remember the bytes stored under ``digest`` by their length and SHA-1

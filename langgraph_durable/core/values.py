@@ -72,13 +72,22 @@ def _with_elements(
     """Open the manifests among ``values`` and the pending writes of ``decoded``
     (once) and read the elements they name that were not read yet, in one round trip
     (two where a blocked manifest's blocks were not read yet: ``blocks.py``)."""
+    cache = ctx.element_cache
+    # Only where the cache is trusted: a read that must find every element in Redis
+    # opens every manifest (and its blocks) itself.
+    opened = cache.manifests if values.trust_cache else {}
     for blob_field, record in values.items():
         if blob_field not in values.manifests and blob_field not in values.unexpanded:
+            key = (tk.thread_id, blob_field, record)
+            if type(record) is bytes and (known := opened.get(key)) is not None:
+                values.manifests[blob_field] = known
+                continue
             digests = codec.manifest_of(ctx, tk.thread_id, blob_field, record)
             if isinstance(digests, Blocked):
                 values.unexpanded[blob_field] = digests
             elif digests:  # () stored whole; None damage, reported when opened
                 values.manifests[blob_field] = digests
+                cache.remember_manifest(key, digests)
     for d in decoded:
         for raw_member, record in d.writes:
             member = member_label(raw_member)
@@ -95,6 +104,11 @@ def _with_elements(
             values.manifests[blob_field] = blocks.expand(ctx, blocked, values)
         except RecordDamagedError:  # reported when the value is opened
             continue
+        record = values.get(blob_field)
+        if type(record) is bytes:
+            cache.remember_manifest(
+                (tk.thread_id, blob_field, record), values.manifests[blob_field]
+            )
         del values.unexpanded[blob_field]
         expanded.append(values.manifests[blob_field])
     yield from _read_wanted(tk, values, values.wanted_elements(ctx.element_cache, expanded))

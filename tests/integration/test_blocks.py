@@ -193,6 +193,42 @@ def test_a_damaged_block_is_never_read_and_the_next_put_writes_it_again(
         assert fresh.recovery_report("hurt") is None
 
 
+def test_a_manifest_read_before_opens_again_only_when_its_bytes_change(
+    saver: RedisSaver, redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read takes the digests a manifest record it opened before names (the element
+    cache keeps them by thread, field and the record's very bytes); a record changed in
+    Redis is opened and verified again, so damage is still found; ``verify`` still finds
+    a lost block."""
+    out = run(saver, "memo", 25)
+    tk = saver.keys.thread("memo")
+    newest = saver.get_tuple(config("memo"))  # opens both manifests, blocks and all
+    versions = newest.checkpoint["channel_versions"]
+    docs, files = (saver.keys.blob_field("", c, versions[c]) for c in ("docs", "files"))
+    seen: list[str] = []
+    real = codec.manifest_of
+    monkeypatch.setattr(
+        codec, "manifest_of", lambda ctx, t, f, r: seen.append(f) or real(ctx, t, f, r)
+    )
+    again = saver.get_tuple(config("memo"))
+    assert again == newest and again.checkpoint["channel_values"]["docs"] == out["docs"]
+    assert docs not in seen and files not in seen
+    record = redis_client.hget(tk.bl, docs)
+    redis_client.hset(tk.bl, docs, flipped(record))
+    fallen = saver.get_tuple(config("memo"))
+    assert docs in seen
+    report = saver.recovery_report("memo")
+    assert report is not None and report.fell_back
+    assert fallen.checkpoint["channel_values"]["docs"] == out["docs"][:-PER_STEP]
+    older = saver.keys.blob_field("", "docs", fallen.checkpoint["channel_versions"]["docs"])
+    opened_before = len(seen)
+    saver.get_tuple(config("memo"))
+    assert older not in seen[opened_before:]  # opened by the fallback's read: known now
+    seen.clear()
+    redis_client.hdel(tk.el, _a_block(redis_client, saver, "memo"))
+    assert not saver.verify("memo").ok  # the lost block, though this process knows it
+
+
 def test_a_missing_block_keeps_every_element_through_retention(
     saver: RedisSaver, redis_client: redis.Redis
 ) -> None:

@@ -13,11 +13,12 @@ from hypothesis import strategies as st
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from langgraph_durable.core import blocks, elements, manifests
+from langgraph_durable.core import values as values_plans
 from langgraph_durable.core.compression import Compression
 from langgraph_durable.core.elements import ElementCache
 from langgraph_durable.core.errors import RecordDamagedError
 from langgraph_durable.core.manifests import BLOCK_ENTRIES, BLOCKED_MARK, blocked_in, expanded
-from tests.unit.scripted import make_core
+from tests.unit.scripted import drive, make_core
 
 SERDE = JsonPlusSerializer()
 
@@ -132,3 +133,27 @@ def test_a_block_is_verified_against_its_digest_before_it_is_opened() -> None:
     records.elements[digest] = stored
     assert tuple(blocks.expand(core, blocked, records)) == made.digests
     assert tuple(blocks.expand(core, blocked, elements.ValueRecords())) == made.digests  # cached
+
+
+def test_only_a_read_that_trusts_the_cache_takes_a_manifest_it_opened_before() -> None:
+    """The element cache keeps what a manifest record named, by thread, field and its
+    bytes; a read that must find everything in Redis (retention's, ``verify``'s) opens
+    the record itself, and another thread, field or record is opened too."""
+    core = make_core()
+    tk = core.keys.thread("t")
+    record = b"\x00 a record this process opened before (no manifest: opened, it names none)"
+    known = manifests.ListDigests((b"d" * 16,))
+    core.element_cache.remember_manifest(("t", "f", record), known)
+    core.element_cache.add(b"d" * 16, "msgpack", b"\x01", None, None)  # nothing to read
+    for trust, thread, field, taken in [
+        (True, "t", "f", True),
+        (False, "t", "f", False),
+        (True, "t", "g", False),
+        (True, "u", "f", False),
+    ]:
+        values = elements.ValueRecords({field: record}, trust_cache=trust)
+        drive(values_plans._with_elements(core, core.keys.thread(thread), values))
+        assert (values.manifests.get(field) is known) is taken, (trust, thread, field)
+    changed = elements.ValueRecords({"f": record + b"!"})
+    drive(values_plans._with_elements(core, tk, changed))
+    assert "f" not in changed.manifests
