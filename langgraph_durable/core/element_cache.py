@@ -1,9 +1,10 @@
 """The element cache: the elements a process stored or verified, kept in memory.
 
 Owns ``ElementCache`` (what ``elements.py`` splits into and reads from): elements by
-digest and by content, the fingerprints a put checks stored elements against, and the
-entries of runs of blocks already opened (``blocks.py``). Bounded, emptied whole when
-full; safe from any thread.
+digest and by content, the fingerprints a put checks stored elements against, the
+entries of runs of blocks already opened (``blocks.py``), and the digests the manifest
+records a read verified name (``values.py``). Bounded, emptied whole when full; safe
+from any thread.
 """
 
 from __future__ import annotations
