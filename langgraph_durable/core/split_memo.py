@@ -87,7 +87,9 @@ class SplitMemo:
             made.noted,
             # a view: a slice would copy the whole list's bytes; a copy of anything but
             # bytes, which a serializer could change or reuse after it is remembered
-            memoryview(whole[1])[start:] if type(whole[1]) is bytes else bytes(whole[1][start:]),
+            memoryview(whole[1])[start:]
+            if type(whole[1]) is bytes
+            else bytes(memoryview(whole[1])[start:]),  # one copy, not a slice's and then bytes
         )
         with self._lock:
             old = self._entries.pop(key, None)
