@@ -51,7 +51,7 @@ def seal(
     record = ctx.envelope.seal(
         KeySchema.identity(kind, thread_id, field_), msgpack.packb(body, use_bin_type=True)
     )
-    if what:
+    if what and len(record) > ctx.max_record_bytes:  # raises: too large for Redis
         inputs.record_size(len(record), thread_id=thread_id, what=what, limit=ctx.max_record_bytes)
     return record
 
@@ -75,7 +75,8 @@ def seal_value(
     else:
         type_, data = ctx.serde.dumps_typed(value)
     type_, data = ctx.compression.pack(type_, data)
-    inputs.record_size(len(data), thread_id=thread_id, what=what, limit=ctx.max_record_bytes)
+    if len(data) > ctx.max_record_bytes:  # raises: too large for Redis
+        inputs.record_size(len(data), thread_id=thread_id, what=what, limit=ctx.max_record_bytes)
     return seal(ctx, kind, thread_id, field_, [*head, type_, data], what)
 
 

@@ -112,6 +112,12 @@ class ElementCache:
         them."""
         return self._fingerprints.get(digest)
 
+    def lengths(self, digests: list[bytes]) -> list[int | None]:
+        """The length ``known_as_stored`` knows of each of ``digests``, None where it knows
+        none (a put's window: in one call)."""
+        known = self._fingerprints.get
+        return [k[0] if (k := known(d)) is not None else None for d in digests]
+
     def by_content(self, plain: bytes) -> tuple[bytes, bytes] | None:
         return self._by_content.get(plain)
 

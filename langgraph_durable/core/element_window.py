@@ -46,7 +46,7 @@ class Window:
         """The reads, in the order ``finding`` reads their replies."""
         reads: list[tuple[Any, ...]] = []
         if self.fetched:
-            reads.append(("HMGET", el, *(f for f, _ in self.fetched)))
+            reads.append(("HMGET", el, *next(zip(*self.fetched))))  # the fields, in C
         reads.extend(("HSTRLEN", el, f) for f, _ in self.by_length)
         if self.watch:
             reads.append(("EXISTS", qt))
@@ -65,7 +65,7 @@ class Window:
             if not isinstance(values, Exception) and (
                 len(values) != len(self.fetched)
                 or None in values
-                or list(map(len, values)) != [length for _, length in self.fetched]
+                or tuple(map(len, values)) != tuple(zip(*self.fetched))[1]
             ):  # all there and of their lengths (the usual case) told in C; else which
                 for (_, length), value in zip(self.fetched, values, strict=True):
                     if value is None:
@@ -148,16 +148,18 @@ def unsent_window(
     window, rest = rotated[:size], rotated[size:]
     fetched: list[tuple[bytes, int]] = []
     by_length: list[tuple[bytes, int | None]] = []
-    for d in window:
-        k = known_as_stored(d)
-        if k is not None and k[0] <= FETCHED_MAX:
-            fetched.append((d, k[0]))
-        else:
-            by_length.append((d, k[0] if k else None))
+    lengths = cache.lengths(window)
+    if None not in lengths and max(lengths, default=0) <= FETCHED_MAX:  # usually: in C
+        fetched = list(zip(window, lengths))  # type: ignore[arg-type]
+    else:
+        for d, length in zip(window, lengths):
+            if length is not None and length <= FETCHED_MAX:
+                fetched.append((d, length))
+            else:
+                by_length.append((d, length))
     checked_next = start + len(window) - len(heads)
     if check_all and rest:
-        found = [known_as_stored(d) for d in rest]
-        by_length += [(d, k[0] if k else None) for d, k in zip(rest, found)]
+        by_length += zip(rest, cache.lengths(rest))
         return b"", Window(tuple(fetched), tuple(by_length), (), watch=True), checked_next
     window_ = Window(tuple(fetched), tuple(by_length), tuple(rest), watch=bool(rest))
     return b"", window_, checked_next

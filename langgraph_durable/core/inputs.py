@@ -23,9 +23,11 @@ MAX_RECORD_BYTES = 512 * 1024 * 1024
 def text(value: Any, what: str) -> str:
     """``value`` if it is a str Redis can store (UTF-8 encodable), else InvalidConfigError
     naming ``what``."""
+    if type(value) is str and value.isascii():  # the common case: one scan, no copy
+        return value
     if not isinstance(value, str):
         raise InvalidConfigError(f"{what} must be a str, got {type(value).__name__} {value!r}")
-    if not value.isascii():  # the common case costs one scan, no copy
+    if not value.isascii():
         try:
             value.encode()
         except UnicodeEncodeError as exc:

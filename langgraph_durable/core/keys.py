@@ -89,6 +89,10 @@ def _unescape_component(value: str) -> str:
 
 
 def _join(*parts: str) -> str:
+    joined = SEP.join(parts)
+    # Nearly always nothing to escape: one scan of the result instead of one per part.
+    if joined.count(SEP) == len(parts) - 1 and _SEP_AFTER not in joined:
+        return joined
     return SEP.join(map(_escape_component, parts))
 
 
@@ -401,4 +405,4 @@ class KeySchema:
     @staticmethod
     def identity(kind: str, thread_id: str, field: str | bytes) -> bytes:
         f = field if isinstance(field, bytes) else field.encode()
-        return kind.encode() + b"\x00" + thread_id.encode() + b"\x00" + f
+        return b"\x00".join((kind.encode(), thread_id.encode(), f))

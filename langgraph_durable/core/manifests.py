@@ -205,7 +205,11 @@ MSGPACK = "msgpack"  # LangGraph's serialization type whose arrays are their ele
 def msgpack_elements(whole: tuple[str, bytes], count: int) -> list[bytes] | None:
     """The bytes of each element of a list LangGraph serialized as one msgpack array
     (msgpack is context-free: an element's bytes are what serializing it alone gives),
-    or None for another serialization."""
+    or None for another serialization. Only for what the serializer just made (a writer's
+    split): an array of one is taken as all that follows its header, unparsed."""
+    type_, data = whole
+    if count == 1 and type_ == MSGPACK and data[:1] == b"\x91":
+        return [data[1:]]  # an array of one: all that follows its one-byte header
     parts = _msgpack_parts(whole, count, per_entry=1, mapping=False)
     return None if parts is None else [entry[0] for entry in parts]
 

@@ -80,12 +80,48 @@ class Emit(Generic[T]):
 
 @dataclass(slots=True)  # not frozen: made per operation, and a frozen one costs 4x to make
 class Operation:
-    """The saver operation a plan carries out (its span's name), and where."""
+    """The saver operation a plan carries out (its span's name), and where: given, or
+    read from ``config`` (and a put's ``checkpoint``) only when a span records it."""
 
     name: str
     thread_id: str | None = None
     checkpoint_ns: str | None = None
     checkpoint_id: str | None = None
+    config: Any = None
+    checkpoint: Any = None
+
+    def place(self) -> tuple[str | None, str | None, str | None]:
+        """(thread, namespace, checkpoint id); what is missing or of another type is
+        None (the plan itself refuses a bad config, typed)."""
+        if self.config is None:
+            return self.thread_id, self.checkpoint_ns, self.checkpoint_id
+        thread_id, ns, checkpoint_id = where(self.config)
+        if self.checkpoint is not None:
+            checkpoint = self.checkpoint
+            checkpoint_id = checkpoint.get("id") if _is_mapping(checkpoint) else None
+        return thread_id, ns, checkpoint_id
+
+
+def where(config: Any) -> tuple[str | None, str | None, str | None]:
+    """(thread, namespace, checkpoint id) of a config, for the operation's span; what is
+    missing or of another type is None: the plan itself refuses a bad config, typed."""
+    # type() first: isinstance against an ABC costs more than the rest of this
+    conf = config.get("configurable") if _is_mapping(config) else None
+    if not _is_mapping(conf):
+        return None, None, None
+    thread_id, ns, checkpoint_id = conf.get(_T), conf.get(_NS), conf.get(_ID)
+    return (
+        str(thread_id) if isinstance(thread_id, str | int) else None,  # as the plans take it
+        ns if isinstance(ns, str) else None,
+        checkpoint_id if isinstance(checkpoint_id, str) else None,
+    )
+
+
+_T, _NS, _ID = "thread_id", "checkpoint_ns", "checkpoint_id"
+
+
+def _is_mapping(value: Any) -> bool:
+    return type(value) is dict or isinstance(value, Mapping)
 
 
 @dataclass(frozen=True)
@@ -131,3 +167,9 @@ def traced(
 ) -> Plan[T]:
     """``plan`` as the saver operation ``name``: the shell's telemetry gives it a span."""
     return Traced(Operation(name, thread_id, checkpoint_ns, checkpoint_id), plan)
+
+
+def traced_at(name: str, plan: Plan[T], config: Any, checkpoint: Any = None) -> Plan[T]:
+    """``traced``, where it runs read from ``config`` (and ``checkpoint``: a put's id)
+    only if a span records it (most runs have no tracer: nothing to read)."""
+    return Traced(Operation(name, config=config, checkpoint=checkpoint), plan)

@@ -31,7 +31,7 @@ Where each concern lives:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -58,39 +58,17 @@ from langgraph_durable.core import (
 from langgraph_durable.core.context import PlanContext
 from langgraph_durable.core.fencing import Lease
 from langgraph_durable.core.keys import ThreadKeys
-from langgraph_durable.core.ops import Plan, traced
+from langgraph_durable.core.ops import Plan, traced, traced_at, where
 from langgraph_durable.core.reports import VerifyReport
 
 _put_writes = writes.put_writes  # in ``SaverCore.put_writes`` its parameter hides ``writes``
-
-
-def where(config: Any) -> tuple[str | None, str | None, str | None]:
-    """(thread, namespace, checkpoint id) of a config, for the operation's span; what is
-    missing or of another type is None: the plan itself refuses a bad config, typed."""
-    # type() first: isinstance against an ABC costs more than the rest of this
-    conf = config.get("configurable") if _is_mapping(config) else None
-    if not _is_mapping(conf):
-        return None, None, None
-    thread_id, ns, checkpoint_id = conf.get(_T), conf.get(_NS), conf.get(_ID)
-    return (
-        str(thread_id) if isinstance(thread_id, str | int) else None,  # as the plans take it
-        ns if isinstance(ns, str) else None,
-        checkpoint_id if isinstance(checkpoint_id, str) else None,
-    )
-
-
-_T, _NS, _ID = "thread_id", "checkpoint_ns", "checkpoint_id"
-
-
-def _is_mapping(value: Any) -> bool:
-    return type(value) is dict or isinstance(value, Mapping)
 
 
 class SaverCore(PlanContext):
     """Plans for every checkpointer operation, shared by ``RedisSaver`` and ``AsyncRedisSaver``."""
 
     def get_tuple(self, config: RunnableConfig) -> Plan[CheckpointTuple | None]:
-        return traced("get_tuple", fallback.get_tuple(self, config), *where(config))
+        return traced_at("get_tuple", fallback.get_tuple(self, config), config)
 
     def get_delta_channel_history(
         self, config: RunnableConfig, channels: Sequence[str]
@@ -106,9 +84,7 @@ class SaverCore(PlanContext):
         new_versions: ChannelVersions,
     ) -> Plan[RunnableConfig]:
         plan = writes.put(self, config, checkpoint, metadata, new_versions)
-        thread_id, checkpoint_ns, _ = where(config)
-        checkpoint_id = checkpoint.get("id") if _is_mapping(checkpoint) else None
-        return traced("put", plan, thread_id, checkpoint_ns, checkpoint_id)
+        return traced_at("put", plan, config, checkpoint)
 
     def put_writes(
         self,
@@ -117,8 +93,8 @@ class SaverCore(PlanContext):
         task_id: str,
         task_path: str = "",
     ) -> Plan[None]:
-        return traced(
-            "put_writes", _put_writes(self, config, writes, task_id, task_path), *where(config)
+        return traced_at(
+            "put_writes", _put_writes(self, config, writes, task_id, task_path), config
         )
 
     def write_round_trip(

@@ -8,7 +8,8 @@ entries there are the same, so their digests and stored forms are taken from her
 instead of cutting, hashing and looking up each again (a put's splitting costs its new
 entries, not the whole value). Msgpack is self-delimiting, so identical leading bytes are
 identical leading entries; what follows is parsed as before, and must end exactly where
-the value does. Keyed by thread, channel and element key; in memory only, bounded
+the value does (one entry appended, the usual superstep, is all that follows: an array
+whose header counts one more entry than the memo holds). Keyed by thread, channel and element key; in memory only, bounded
 (``max_bytes``, the least recently used forgotten first); only what this process
 serialized and split itself goes in, nothing read from Redis.
 """
@@ -66,6 +67,11 @@ class SplitMemo:
         start = _header_length(data, mapping)
         if start is None or not data.startswith(before.body, start):
             return None
+        at = start + len(before.body)
+        if count == before.count + 1 and not mapping and at < len(data) and _count(data) == count:
+            # One entry appended (a message a superstep adds): an array of ``count``
+            # whose first count - 1 are the remembered ones holds it in all that follows.
+            return before, [(data[at:],)]
         tail = msgpack_tail(
             data, start + len(before.body), count - before.count, 2 if mapping else 1
         )
@@ -99,6 +105,18 @@ class SplitMemo:
                 self._size -= dropped.size
             self._entries[key] = made
             self._size += made.size
+
+
+def _count(data: bytes) -> int | None:
+    """The number of entries of the msgpack array ``data`` starts with, or None."""
+    first = data[0]
+    if (first & 0xF0) == 0x90:
+        return first & 0x0F
+    if first == 0xDC:
+        return int.from_bytes(data[1:3], "big")
+    if first == 0xDD:
+        return int.from_bytes(data[1:5], "big")
+    return None
 
 
 def _header_length(data: bytes, mapping: bool) -> int | None:

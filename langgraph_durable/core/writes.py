@@ -186,16 +186,14 @@ def put(
         # cost the script a check that it is there (HEXISTS), and Redis a command of
         # its own.
         checks = window.commands(tk.el, tk.qt) if window else []
-        ahead = [(f, r) for f, r in blobs if len(r) > INLINE_VALUE_MAX]
-        small = [x for f, r in blobs if len(r) <= INLINE_VALUE_MAX for x in (f, r)]
-        big = [(d, e) for d, e in elements if len(e) > INLINE_VALUE_MAX]
-        within = [x for d, e in elements if len(e) <= INLINE_VALUE_MAX for x in (d, e)]
+        ahead, small = _by_size(blobs)
+        big, within = _by_size(elements)
         sent = [
             len(big),
             "sent",
-            *(d for d, _ in big),
+            *[d for d, _ in big],
             len(ahead),
-            *(f for f, _ in ahead),
+            *[f for f, _ in ahead],
             len(within) // 2,
             *within,
             *small,
@@ -276,7 +274,7 @@ def put(
         (thread_id, ns), versions, checkpoint["id"], manifests, checked_next, check_all
     )
     ctx.recent_fields.recall(
-        thread_id, ns, checkpoint["id"], [*named, *unwritten, *(f for f, _ in blobs)]
+        thread_id, ns, checkpoint["id"], [*named, *unwritten, *[f for f, _ in blobs]]
     )
     round_trips.replicated(ctx, tk, acked)
     keep_last = ctx.keep_last
@@ -289,6 +287,21 @@ def put(
             pin_valid=True,
         )
     return checkpoint_config(thread_id, ns, checkpoint["id"])
+
+
+def _by_size(
+    pairs: list[tuple[Any, bytes]],
+) -> tuple[list[tuple[Any, bytes]], list[Any]]:
+    """(the pairs whose bytes go ahead of the put's script, the others flattened for
+    its call): in one pass, the order kept."""
+    ahead: list[tuple[Any, bytes]] = []
+    inline: list[Any] = []
+    for pair in pairs:
+        if len(pair[1]) > INLINE_VALUE_MAX:
+            ahead.append(pair)
+        else:
+            inline += pair
+    return ahead, inline
 
 
 def write_script(ctx: PlanContext, tk: ThreadKeys, name: str, args: list[Any]) -> Script:
@@ -321,7 +334,8 @@ def put_writes(
     triples: list[Any] = []
     new_elements: dict[bytes, bytes] = {}
     for idx, (channel, value) in enumerate(writes):
-        inputs.text(channel, f"the channel of pending write {idx} of task {task_id!r}")
+        if type(channel) is not str or not channel.isascii():  # else inputs.text passes it
+            inputs.text(channel, f"the channel of pending write {idx} of task {task_id!r}")
         special = channel in WRITES_IDX_MAP
         member = ctx.keys.write_member(
             ns, checkpoint_id, task_path, task_id, WRITES_IDX_MAP[channel] if special else idx

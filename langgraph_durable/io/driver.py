@@ -107,9 +107,7 @@ class Driver:
         scope: Scope | None = None
         if what is not None:
             plan = plan.plan  # type: ignore[attr-defined]  # stepped itself: a call less a step
-            scope = self.telemetry.begin(
-                what.name, what.thread_id, what.checkpoint_ns, what.checkpoint_id
-            )
+            scope = self.telemetry.begin(what.name, place=what.place)
         error: BaseException | None = None
         in_flight = False  # a round trip sent and not answered: closing now cancels it
         try:
@@ -196,15 +194,18 @@ class Driver:
                             yield Pause(attempts.again(exc))
                             continue
                         results = [*results, acked]
-                _log_errors(ahead, results[: len(ahead)])
-                results = results[len(ahead) :]
+                if ahead:
+                    _log_errors(ahead, results[: len(ahead)])
+                    results = results[len(ahead) :]
+                # the replies that are errors, in one pass (usually none)
+                errors = [r for r in results if isinstance(r, Exception)]
                 # refused, not run, or its connection lost (redis-py's cluster pipeline
                 # hands back as a reply what it met following MOVED alone): again
-                lost = next((r for r in results if _lost(r)), None)
+                lost = next((r for r in errors if is_failover(r)), None) if errors else None
                 if lost is not None and not op.best_effort:
                     yield Pause(attempts.again(lost))
                     continue
-                if any(isinstance(r, NoScriptError) for r in results):
+                if errors and any(isinstance(r, NoScriptError) for r in errors):
                     # as for one script (above): load and resend, then send the sources
                     reloads += 1
                     yield from self._load_scripts()
@@ -293,11 +294,6 @@ def _single_connection(client: Any) -> bool:
         or getattr(client, "_single_connection_client", False)
         or getattr(client, "connection", None) is not None
     )
-
-
-def _lost(reply: Any) -> bool:
-    """A reply that is a passing state or a lost connection (``failover.is_failover``)."""
-    return isinstance(reply, Exception) and is_failover(reply)
 
 
 def _too_few(acked: Any, wanted: int) -> bool:

@@ -70,6 +70,8 @@ def _name_split(args: tuple[Any, ...]) -> tuple[Any, ...]:
     arguments, as redis-py sends it; a name neither str nor bytes raises TypeError."""
     first = args[0]
     if type(first) is str:
+        if first.isidentifier():  # one word ("EVALSHA", "HMGET"): nothing to split or copy
+            return args
         return (*first.encode().split(), *args[1:])  # any whitespace, as redis-py
     if type(first) is not bytes:
         raise TypeError(type(first))

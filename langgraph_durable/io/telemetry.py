@@ -205,9 +205,12 @@ class OtelTelemetry(Telemetry):
         thread_id: str | None = None,
         checkpoint_ns: str | None = None,
         checkpoint_id: str | None = None,
+        place: Callable[[], tuple[str | None, str | None, str | None]] | None = None,
     ) -> Scope | None:
+        """The scope of operation ``name`` (None with no tracer and no meter); ``place``,
+        if given, says where instead of the three ids, asked only by a recording span."""
         try:
-            return self._begin(name, thread_id, checkpoint_ns, checkpoint_id)
+            return self._begin(name, thread_id, checkpoint_ns, checkpoint_id, place)
         except Exception as exc:  # noqa: BLE001 - telemetry never fails the saver
             _failed(exc)
             return None
@@ -218,6 +221,7 @@ class OtelTelemetry(Telemetry):
         thread_id: str | None,
         checkpoint_ns: str | None,
         checkpoint_id: str | None,
+        place: Callable[[], tuple[str | None, str | None, str | None]] | None = None,
     ) -> Scope | None:
         tracer, instruments = self.tracer(), self.instruments()
         if tracer is None and instruments is None:
@@ -226,6 +230,8 @@ class OtelTelemetry(Telemetry):
         recording = span is not None and span.is_recording()
         scope = Scope(self, name, time.perf_counter(), span, recording, instruments)
         if recording:
+            if place is not None:
+                thread_id, checkpoint_ns, checkpoint_id = place()
             where = {**self._server, "db.operation.name": name}
             if thread_id is not None and self._thread_ids != "omit":
                 where["langgraph.thread_id"] = self._thread(thread_id)

@@ -192,3 +192,26 @@ def test_a_reused_buffer_of_the_same_length_gets_its_own_digests() -> None:
     with_memo, _ = split(["c" * 80, "d" * 80], cache, memo, serde=reused)  # same length
     afresh, _ = split(["c" * 80, "d" * 80], ElementCache(), None)
     same(with_memo, afresh)
+
+
+def test_one_appended_entry_is_taken_whole_and_two_are_parsed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A superstep appends one message: the bytes after the remembered ones are that
+    entry, not parsed again (split_memo.prefix); two appended are parsed, and both give
+    the split made afresh."""
+    from langgraph_durable.core import split_memo
+
+    parsed: list[int] = []
+    tail = split_memo.msgpack_tail
+    monkeypatch.setattr(split_memo, "msgpack_tail", lambda *a: parsed.append(a[2]) or tail(*a))
+    cache, memo = ElementCache(), SplitMemo()
+    history = [HumanMessage(content="q" * 300, id=f"h{i}") for i in range(15)]
+    split(history, cache, memo)
+    for grown in (
+        [*history, AIMessage(content="a" * 300, id="one")],  # 16: array16 from fixarray
+        [*history, AIMessage(content="a" * 300, id="one"), *[AIMessage(content="b" * 300)] * 2],
+    ):
+        made, _ = split(grown, cache, memo)
+        same(made, split(grown, ElementCache(), None)[0])
+    assert parsed == [2], "one appended entry was parsed, or two were not"
