@@ -92,7 +92,11 @@ def reuse(idle: Idle | None) -> Any:
 def moved(conn: Any) -> bool:
     """Whether the server asked ``conn`` to reconnect (redis-py 8's maintenance
     notifications): what the pool's release() would have disconnected."""
-    return bool(getattr(conn, "should_reconnect", lambda: False)())
+    return bool(getattr(conn, "should_reconnect", _never)())
+
+
+def _never() -> bool:  # a connection class without should_reconnect never moved
+    return False
 
 
 def keep(idle: Idle | None, conn: Any) -> bool:

@@ -54,19 +54,20 @@ def exchange(
     callbacks: Mapping[str, Any],
     after: Sequence[tuple[Any, ...]] = (),
 ) -> Exchange:
-    """Yields ``(SEND, commands)`` once, then ``(READ, None)`` for each reply, and is sent
-    the reply (an error reply as its ``ResponseError``). Returns the results in command
-    order, each through the response callback of its command. ``after``: commands sent
-    behind the batch (behind its EXEC), their results appended (``WAIT``)."""
+    """Yields ``(SEND, commands)`` once, then ``(READ, n)`` once, and is sent the n
+    replies in a list (an error reply as its ``ResponseError``). Returns the results in
+    command order, each through the response callback of its command. ``after``:
+    commands sent behind the batch (behind its EXEC), their results appended (``WAIT``).
+    Every reply is read before anything is raised."""
     if atomic:
         yield SEND, [("MULTI",), *commands, ("EXEC",), *after]
-        queued = []
-        for _ in range(len(commands) + 1):  # OK for MULTI, then QUEUED (or why not) each
-            queued.append((yield READ, None))
-        replies = yield READ, None
-        tail = []  # every reply is read before anything is raised
-        for _ in after:
-            tail.append((yield READ, None))
+        # OK for MULTI, then QUEUED (or why not) each, then EXEC's, then after's
+        read = yield READ, len(commands) + 2 + len(after)
+        queued, replies, tail = (
+            read[: len(commands) + 1],
+            read[len(commands) + 1],
+            read[len(commands) + 2 :],
+        )
         refused = [r for r in queued if isinstance(r, ResponseError)]
         if isinstance(replies, ResponseError):  # EXECABORT: a command was refused when queued
             raise refused[0] if refused and isinstance(replies, ExecAbortError) else replies
@@ -75,9 +76,7 @@ def exchange(
         replies = [*replies, *tail]
     else:
         yield SEND, [*commands, *after]
-        replies = []
-        for _ in range(len(commands) + len(after)):
-            replies.append((yield READ, None))
+        replies = yield READ, len(commands) + len(after)
     results = []
     for reply, command in zip(replies, [*commands, *after]):
         callback = callbacks.get(command[0])
@@ -201,10 +200,12 @@ def _run(conn: Any, steps: Exchange) -> list[Any]:
         if op == SEND:
             conn.send_packed_command(packed(conn, arg))
             continue
-        try:
-            reply = conn.read_response()
-        except ResponseError as exc:
-            reply = exc
+        reply = []
+        for _ in range(arg):
+            try:
+                reply.append(conn.read_response())
+            except ResponseError as exc:
+                reply.append(exc)
 
 
 async def around_trip(
@@ -287,10 +288,12 @@ async def _arun(conn: Any, steps: Exchange) -> list[Any]:
         if op == SEND:
             await _asend(conn, packed(conn, arg))
             continue
-        try:
-            reply = await conn.read_response()
-        except ResponseError as exc:
-            reply = exc
+        reply = []
+        for _ in range(arg):
+            try:
+                reply.append(await conn.read_response())
+            except ResponseError as exc:
+                reply.append(exc)
 
 
 async def _asend(conn: Any, data: list[bytes]) -> None:
