@@ -289,6 +289,9 @@ def _split(
     nothing to remember)."""
     if not ctx.list_elements:
         return None, None
+    kind = type(value)
+    if not ((kind is list and len(value) >= min_elements) or (kind is dict and value)):
+        return None, None  # what elements.split refuses at once, without its arguments
     return elements.split(
         ctx.serde,
         ctx.compression,

@@ -13,7 +13,10 @@ import hashlib
 import threading
 from collections.abc import Iterable, Sequence
 from itertools import filterfalse
+from operator import itemgetter
 from typing import Any
+
+_LENGTH = itemgetter(0)  # of a fingerprint (length, digest + SHA-1)
 
 MAX_FINGERPRINTS = 1 << 17  # about 30 MB of them at most
 MAX_EXPANSIONS = 1024  # runs of blocks whose entries are kept (blocks.py)
@@ -114,9 +117,11 @@ class ElementCache:
 
     def lengths(self, digests: list[bytes]) -> list[int | None]:
         """The length ``known_as_stored`` knows of each of ``digests``, None where it knows
-        none (a put's window: in one call)."""
-        known = self._fingerprints.get
-        return [k[0] if (k := known(d)) is not None else None for d in digests]
+        none (a put's window: in one call, in C when it knows them all)."""
+        found = list(map(self._fingerprints.get, digests))
+        if None not in found:
+            return list(map(_LENGTH, found))
+        return [k[0] if k is not None else None for k in found]
 
     def by_content(self, plain: bytes) -> tuple[bytes, bytes] | None:
         return self._by_content.get(plain)
