@@ -9,9 +9,10 @@ instead of cutting, hashing and looking up each again (a put's splitting costs i
 entries, not the whole value). Msgpack is self-delimiting, so identical leading bytes are
 identical leading entries; what follows is parsed as before, and must end exactly where
 the value does (one entry appended, the usual superstep, is all that follows: an array
-whose header counts one more entry than the memo holds). Keyed by thread, channel and element key; in memory only, bounded
-(``max_bytes``, the least recently used forgotten first); only what this process
-serialized and split itself goes in, nothing read from Redis.
+whose header counts one more entry than the memo holds). Keyed by thread, channel and
+element key; in memory only, bounded (``max_bytes``, the least recently used forgotten
+first); only what this process serialized and split itself goes in, nothing read from
+Redis.
 """
 
 from __future__ import annotations
