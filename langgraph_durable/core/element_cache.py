@@ -115,7 +115,7 @@ class ElementCache:
         them."""
         return self._fingerprints.get(digest)
 
-    def lengths(self, digests: list[bytes]) -> list[int | None]:
+    def lengths(self, digests: Sequence[bytes]) -> list[int | None]:
         """The length ``known_as_stored`` knows of each of ``digests``, None where it knows
         none (a put's window: in one call, in C when it knows them all)."""
         found = list(map(self._fingerprints.get, digests))

@@ -89,8 +89,7 @@ class Window:
 
     def of_rest(self, cache: ElementCache) -> Window:
         """The check of ``rest``, by length, for when the quarantine holds anything."""
-        found = [cache.known_as_stored(d) for d in self.rest]
-        return Window((), tuple((d, k[0] if k else None) for d, k in zip(self.rest, found)))
+        return Window((), tuple(zip(self.rest, cache.lengths(self.rest))))
 
 
 def unsent_window(
