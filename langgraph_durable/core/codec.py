@@ -74,7 +74,8 @@ def seal_value(
         type_, data = EMPTY, b""
     else:
         type_, data = ctx.serde.dumps_typed(value)
-    type_, data = ctx.compression.pack(type_, data)
+    if len(data) >= ctx.compression.min_bytes:  # a small value stays as it is, uncalled
+        type_, data = ctx.compression.pack(type_, data)
     if len(data) > ctx.max_record_bytes:  # raises: too large for Redis
         inputs.record_size(len(data), thread_id=thread_id, what=what, limit=ctx.max_record_bytes)
     return seal(ctx, kind, thread_id, field_, [*head, type_, data], what)

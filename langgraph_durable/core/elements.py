@@ -140,10 +140,18 @@ def key_of(digest: bytes, stored: bytes, keys: Sequence[bytes]) -> bytes | None:
 def _encryption(serde: SerializerProtocol) -> tuple[SerializerProtocol, Any]:
     """(the serializer inside, its cipher) for LangGraph's ``EncryptedSerializer``; else
     (``serde``, None)."""
-    # by its class: isinstance with a Protocol's subclass runs typing's check in Python
-    if issubclass(type(serde), EncryptedSerializer):
+    # by its class: isinstance with a Protocol's subclass runs typing's check in Python;
+    # and that answer kept by class (a split asks at every put and write)
+    kind = type(serde)
+    encrypted = _ENCRYPTED.get(kind)
+    if encrypted is None:
+        encrypted = _ENCRYPTED[kind] = issubclass(kind, EncryptedSerializer)
+    if encrypted:
         return serde.serde, serde.cipher  # type: ignore[attr-defined]
     return serde, None
+
+
+_ENCRYPTED: dict[type, bool] = {}  # serializer class -> whether it is an EncryptedSerializer
 
 
 def decrypted(serde: SerializerProtocol, type_: str, data: bytes) -> tuple[str, bytes] | None:

@@ -43,6 +43,10 @@ _KEY_ID_SIZE = 4
 # What every record sealed now begins with, by algorithm (made once, not per record)
 _SEALED_XXH3 = MAGIC + bytes((FORMAT_VERSION, XXH3_128))
 _SEALED_HMAC = MAGIC + bytes((FORMAT_VERSION, HMAC_SHA256))
+# Up to this size a body is copied after its identity and hashed in one call (cheaper
+# than making a hasher); a bigger one is hashed where it lies, not copied.
+_ONE_SHOT_MAX = 8192
+_xxh3_128_digest = xxhash.xxh3_128_digest
 
 
 def _key_id(key: bytes) -> bytes:
@@ -99,11 +103,18 @@ class Envelope:
 
     def seal(self, identity: bytes, body: bytes | memoryview) -> bytes:
         # _bound(FORMAT_VERSION, identity), written out: a put seals several records
-        bound = b"".join((self._prefix, len(identity).to_bytes(4, "big"), identity))
         if self._signing is None:
-            digest = xxhash.xxh3_128(bound)
-            digest.update(body)
-            return b"".join((_SEALED_XXH3, digest.digest(), body))
+            if len(body) <= _ONE_SHOT_MAX:  # one call, no hasher made: the usual record
+                digest = _xxh3_128_digest(
+                    b"".join((self._prefix, len(identity).to_bytes(4, "big"), identity, body))
+                )
+                return b"".join((_SEALED_XXH3, digest, body))
+            hasher = xxhash.xxh3_128(
+                b"".join((self._prefix, len(identity).to_bytes(4, "big"), identity))
+            )
+            hasher.update(body)
+            return b"".join((_SEALED_XXH3, hasher.digest(), body))
+        bound = b"".join((self._prefix, len(identity).to_bytes(4, "big"), identity))
         key_id, key = self._signing
         mac = hmac.new(key, bound, hashlib.sha256)
         mac.update(body)

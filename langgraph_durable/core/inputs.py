@@ -10,7 +10,7 @@ Each failure is a typed error (``errors.py``) that names the field or value at f
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from langgraph_durable.core.errors import InvalidConfigError, ValueTooLargeError
@@ -40,6 +40,15 @@ def text(value: Any, what: str) -> str:
     return value
 
 
+def all_ascii_text(values: Iterable[Any]) -> bool:
+    """Whether every one of ``values`` is plain ASCII text (what ``text`` passes at once),
+    told in C."""
+    try:  # join refuses anything but text
+        return "".join(values).isascii()
+    except TypeError:
+        return False
+
+
 def thread(value: Any) -> str:
     """The thread id as stored: a str, or an int as its decimal text."""
     if isinstance(value, int) and not isinstance(value, bool):
@@ -57,6 +66,15 @@ def configurable(config: Any, *, any_namespace: bool = False) -> Mapping[str, An
     where it means every namespace); a ``checkpoint_id`` that is a str or None."""
     if type(config) is dict:  # as LangGraph passes it; isinstance of an ABC costs more
         conf = config.get("configurable")
+        if type(conf) is dict:  # the usual call: plain ASCII text throughout, told in C
+            checkpoint_id = conf.get("checkpoint_id")
+            parts = (
+                conf.get("thread_id"),
+                conf.get("checkpoint_ns", ""),
+                "" if checkpoint_id is None else checkpoint_id,
+            )
+            if all_ascii_text(parts):  # else checked one by one below, to say which is not
+                return conf
     else:
         conf = (
             (config or {}).get("configurable")

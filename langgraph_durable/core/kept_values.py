@@ -72,7 +72,8 @@ def kept_fields(
     reads the parent (``put``)."""
     if not parent_id:
         return [], codec.fields_of(ctx, ns, kept), "first"
-    if parent_versions is None:
+    if parent_versions is None or parent_versions.keys() <= versions.keys():
+        # the parent's versions unknown, or none of its channels gone: none renamed
         return codec.fields_of(ctx, ns, kept), [], "renamed"
     gone = {v for c, v in parent_versions.items() if c not in versions}  # renamed from
     renamed = {c: v for c, v in kept.items() if parent_versions.get(c) != v and v in gone}

@@ -77,8 +77,9 @@ def put(
     ns = conf.get("checkpoint_ns", "")
     parent_id = conf.get("checkpoint_id")
     inputs.text(checkpoint["id"], "checkpoint['id']")
-    for channel in new_versions:
-        inputs.text(channel, "a channel name in new_versions")
+    if not inputs.all_ascii_text(new_versions):  # else one by one, to say which is not
+        for channel in new_versions:
+            inputs.text(channel, "a channel name in new_versions")
     tk = ctx.keys.thread(thread_id)
     stored = dict(checkpoint)
     values: dict[str, Any] = stored.pop("channel_values", {})

@@ -29,6 +29,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from functools import partial
+from itertools import compress, repeat
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from redis.exceptions import NoScriptError, ResponseError
@@ -63,6 +64,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("langgraph_durable")
 T = TypeVar("T")
+_EXCEPTION = repeat(Exception)  # map(isinstance, replies, _EXCEPTION): in C, never exhausted
 
 
 class Driver:
@@ -198,7 +200,7 @@ class Driver:
                     _log_errors(ahead, results[: len(ahead)])
                     results = results[len(ahead) :]
                 # the replies that are errors, in one pass (usually none)
-                errors = [r for r in results if isinstance(r, Exception)]
+                errors = list(compress(results, map(isinstance, results, _EXCEPTION)))
                 # refused, not run, or its connection lost (redis-py's cluster pipeline
                 # hands back as a reply what it met following MOVED alone): again
                 lost = next((r for r in errors if is_failover(r)), None) if errors else None

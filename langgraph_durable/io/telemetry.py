@@ -147,6 +147,7 @@ class Telemetry:
 
 
 NO_TELEMETRY = Telemetry()
+_ABSENT = object()  # no provider at all: what ``OtelTelemetry._quiet`` starts as
 
 
 class OtelTelemetry(Telemetry):
@@ -174,6 +175,9 @@ class OtelTelemetry(Telemetry):
         )
         self._tracer_of: tuple[Any, Any] = (None, None)  # (provider, its tracer)
         self._instruments_of: tuple[Any, Instruments | None] = (None, None)
+        # (tracer provider, meter provider) last found both no-op: while they are the
+        # ones in use, an operation records nothing (one comparison, not two lookups)
+        self._quiet: tuple[Any, Any] = (_ABSENT, _ABSENT)
         self._thread_ids = thread_ids
         self._server = {**_system(), **server}
 
@@ -223,8 +227,15 @@ class OtelTelemetry(Telemetry):
         checkpoint_id: str | None,
         place: Callable[[], tuple[str | None, str | None, str | None]] | None = None,
     ) -> Scope | None:
+        providers_ = (
+            self._given[0] or self._global_tracers(),
+            self._given[1] or self._global_meters(),
+        )
+        if providers_ == self._quiet:  # the no-op ones the last operation met: nothing to do
+            return None
         tracer, instruments = self.tracer(), self.instruments()
         if tracer is None and instruments is None:
+            self._quiet = providers_
             return None
         span = tracer.start_span(name, kind=self._kind) if tracer is not None else None
         recording = span is not None and span.is_recording()

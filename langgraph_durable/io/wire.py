@@ -26,6 +26,8 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections.abc import Callable, Generator, Mapping, Sequence
+from itertools import repeat
+from operator import itemgetter
 from typing import Any
 
 import redis
@@ -45,6 +47,8 @@ else:  # pragma: no cover - a dependency of redis-py before 3.11.3
     from async_timeout import timeout as async_timeout
 
 SEND, READ = "send", "read"
+_NAME = itemgetter(0)  # of a command
+_EXCEPTION = repeat(Exception)  # map(isinstance, replies, _EXCEPTION): in C, never exhausted
 Exchange = Generator[tuple[str, Any], Any, list[Any]]
 
 
@@ -77,8 +81,11 @@ def exchange(
     else:
         yield SEND, [*commands, *after]
         replies = yield READ, len(commands) + len(after)
+    sent = [*commands, *after]
+    if not any(map(callbacks.__contains__, map(_NAME, sent))):  # usually: told in C
+        return replies  # type: ignore[no-any-return]
     results = []
-    for reply, command in zip(replies, [*commands, *after]):
+    for reply, command in zip(replies, sent):
         callback = callbacks.get(command[0])
         results.append(
             reply if isinstance(reply, Exception) or callback is None else callback(reply)
@@ -126,6 +133,8 @@ def _refused_by_state(results: list[Any]) -> bool:
     round trip connects afresh (a Sentinel pool asks its sentinels again, a host name is
     resolved again). Kept, a retry would meet the same server until the budget ran out,
     and reads on it would be served from what it held before its demotion."""
+    if not any(map(isinstance, results, _EXCEPTION)):  # usually: told in C
+        return False
     return any(isinstance(r, Exception) and passing_state(r) for r in results)
 
 
