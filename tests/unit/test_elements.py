@@ -198,3 +198,18 @@ def test_a_reused_unpacker_parses_as_a_fresh_one(steps: list[tuple[Any, int, int
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(manifests, "REUSED_BELOW", 0)  # every parse a fresh Unpacker
         assert answers() == reused
+
+
+record_bodies = st.lists(
+    st.one_of(st.none(), texts, st.binary(max_size=70_000), ints, st.booleans()), max_size=8
+)
+
+
+@given(record_bodies)
+def test_a_record_body_is_packed_as_msgpack_packs_it(body: list[Any]) -> None:
+    # codec.seal packs with ormsgpack (no Packer made per record): records written before
+    # and after read alike, and a resend of a value stores the very bytes again
+    import msgpack
+    import ormsgpack
+
+    assert ormsgpack.packb(body) == msgpack.packb(body, use_bin_type=True)
