@@ -165,7 +165,9 @@ class Driver:
                 _log_errors(ahead, (yield pipelines.pipelined(self.client, ahead, False)))
                 ahead = []
             wait = [("WAIT", *op.wait_replicas)] if op.wait_replicas else []
-            reloads, attempts = 0, self.failover.attempts()
+            # the retry state, made at the first failure (a round trip that goes through
+            # needs none)
+            reloads, attempts = 0, None
             while True:
                 if self._wires:
                     results = yield partial(
@@ -193,6 +195,7 @@ class Driver:
                         except Exception as exc:  # noqa: BLE001 - a lost WAIT: see below
                             # WAIT alone on a fresh connection would count none of the
                             # write's bytes: the whole batch goes again
+                            attempts = attempts or self.failover.attempts()
                             yield Pause(attempts.again(exc))
                             continue
                         results = [*results, acked]
@@ -205,6 +208,7 @@ class Driver:
                 # hands back as a reply what it met following MOVED alone): again
                 lost = next((r for r in errors if is_failover(r)), None) if errors else None
                 if lost is not None and not op.best_effort:
+                    attempts = attempts or self.failover.attempts()
                     yield Pause(attempts.again(lost))
                     continue
                 if errors and any(isinstance(r, NoScriptError) for r in errors):
@@ -215,6 +219,7 @@ class Driver:
                     continue
                 if wait and _too_few(results[-1], op.wait_replicas[0]):
                     # during a failover, the new primary's replicas re-attach: ask again
+                    attempts = attempts or self.failover.attempts()
                     delay = attempts.should_wait_again()
                     if delay is not None:
                         yield Pause(delay)

@@ -51,12 +51,13 @@ def _run_calls(steps: Steps[T], failover: Failover) -> Generator[Any, None, T]:
         elif isinstance(step, Pause):
             time.sleep(step.seconds)
         else:
-            attempts = failover.attempts()
+            attempts = None  # made at the first failure: a call that goes through needs none
             while True:
                 began = failover.clock()
                 try:
                     walk.reply = step()
                 except Exception as exc:  # noqa: BLE001 - handed to the plan's driver step
+                    attempts = attempts or failover.attempts()
                     if (delay := _again(walk, step, attempts, exc, began)) is None:
                         break
                     time.sleep(delay)
@@ -111,12 +112,13 @@ async def _astep(walk: Walk[Any], step: Any, failover: Failover) -> None:
     if isinstance(step, Pause):
         await asyncio.sleep(step.seconds)
         return
-    attempts = failover.attempts()
+    attempts = None  # as in _run_calls
     while True:
         began = failover.clock()
         try:
             walk.reply = await step()
         except Exception as exc:  # noqa: BLE001 - handed to the plan's driver step
+            attempts = attempts or failover.attempts()
             if (delay := _again(walk, step, attempts, exc, began)) is None:
                 return
             await asyncio.sleep(delay)
