@@ -14,10 +14,12 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
 import langgraph_durable
 from langgraph_durable import RedisSaver
+from langgraph_durable.io import resp
 from tests.helpers import graphs
 from tests.helpers.servers import start_server
 
@@ -25,20 +27,21 @@ ROUNDS = 40  # tool rounds, as the benchmark's (a): 2 * ROUNDS + 1 supersteps
 SUPERSTEPS = 2 * ROUNDS + 1
 PAYLOAD = 1500  # the benchmark's characters per AI message
 PACKAGE = str(Path(langgraph_durable.__file__).parent)
-# Measured 2026-11-29 on Python 3.11 without hiredis (the test extra; with it, packing
-# commands is hiredis's and counts less): 8,549 per superstep since the usual config,
-# channel names and replies are checked in C, records of up to 8 KB are hashed in one
-# call and telemetry without an SDK is told by one comparison (9,217 before; 10,891-10,901
-# before the put took one appended message without parsing, sorted its window in C and
-# sealed in fewer steps, a round trip's replies were read in one step, and where an
-# operation runs was read only for a span that records it;
-# 11,102 since a command's arguments are made bytes in one pass and its RESP headers in
-# C; 13,278 with the write scripts' compact layouts, 13,552-13,561 before them; 1fabfa8:
-# 15,793-15,840). Fewer bytecodes are not always less work: map(operator.call, ...)
-# counted 10,165 here and executes more machine instructions than the comprehension
-# (valgrind). The bound leaves room for a LangGraph that calls with other values, no more.
+# Measured 2026-11-29 on Python 3.11, commands packed by wire.py's own packer (as
+# without hiredis; with it, hiredis packs them and the count is lower): 8,469-8,487 per
+# superstep since the usual config, channel names and replies are checked in C, records
+# of up to 8 KB are hashed in one call, telemetry without an SDK is told by one
+# comparison and a round trip's retry state is made only when it fails (9,217 before;
+# 10,891-10,901 before the put took one appended message without parsing, sorted its
+# window in C and sealed in fewer steps, a round trip's replies were read in one step,
+# and where an operation runs was read only for a span that records it; 11,102 since a
+# command's arguments are made bytes in one pass and its RESP headers in C; 13,278 with
+# the write scripts' compact layouts, 13,552-13,561 before them; 1fabfa8: 15,793-15,840).
+# Fewer bytecodes are not always less work: map(operator.call, ...) counted 10,165 here
+# and executes more machine instructions than the comprehension (valgrind). The bound
+# leaves room for a LangGraph that calls with other values, no more.
 BOUND = 9_000
-# get_tuple of the measured thread (82 messages, every element cached): 9,561 (9,736
+# get_tuple of the measured thread (82 messages, every element cached): 9,522-9,561 (9,736
 # before the config was checked in C, 10,512 before that), of which ~43 a message
 # deserializing it through the allowlist (serde.py's fast pass).
 GET_BOUND = 10_050
@@ -102,6 +105,13 @@ def recorded(payload: int) -> list[tuple[str, tuple[Any, ...]]]:
     graph.invoke(graphs.react_input(), {"configurable": {"thread_id": "recorded"}})
     assert [m for m, _ in recording.calls].count("put") == SUPERSTEPS + 2  # and the input
     return recording.calls
+
+
+@pytest.fixture(autouse=True)
+def _packed_in_python(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Commands packed by wire.py's own packer, as without hiredis (the default install):
+    with it installed, hiredis packs them in C and the count would be another one."""
+    monkeypatch.setattr(resp, "_hiredis_pack", None)
 
 
 def test_the_savers_python_work_per_superstep_stays_within_its_bound(tmp_path: Path) -> None:
