@@ -72,6 +72,27 @@ def test_writes_before_put_are_kept(saver: RedisSaver) -> None:
     assert saver.get_tuple(config("early")).pending_writes == [("t1", "a", 1), ("t1", "b", 2)]
 
 
+class _Token(bytes):
+    """A bytes subclass (as numpy.bytes_ is): LangGraph's serializer passes it through."""
+
+
+class _Buffer(bytearray):
+    pass
+
+
+def test_values_of_bytes_subclasses_are_kept_as_inmemorysaver_keeps_them(
+    saver: RedisSaver,
+) -> None:
+    for value, expected in ((_Token(b"abc"), b"abc"), (_Buffer(b"abc"), bytearray(b"abc"))):
+        thread = f"bytes-{type(value).__name__}"
+        stored = put(saver, thread, {"raw": value})
+        tup = saver.get_tuple(stored)
+        assert tup is not None and tup.checkpoint["channel_values"]["raw"] == expected
+        saver.put_writes(stored, [("raw", value)], task_id="t1")
+        tup = saver.get_tuple(stored)
+        assert tup is not None and tup.pending_writes == [("t1", "raw", expected)]
+
+
 def test_pending_writes_order_first_write_wins_and_special_overwrite(saver: RedisSaver) -> None:
     stored = put(saver, "order", {"x": 1})
     saver.put_writes(stored, [("late", "z")], task_id="task-b", task_path="~2")
