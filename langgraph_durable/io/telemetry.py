@@ -29,11 +29,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from langgraph_durable.core.errors import (
-    ConfigurationError,
-    LeaseHeldError,
-    LeaseLostError,
-)
+from langgraph_durable.core.errors import ConfigurationError, LeaseHeldError, LeaseLostError
 from langgraph_durable.io import providers
 from langgraph_durable.io.counts import records_in, written_bytes
 from langgraph_durable.io.instruments import INSTRUMENTATION, Instruments
@@ -175,8 +171,7 @@ class OtelTelemetry(Telemetry):
         )
         self._tracer_of: tuple[Any, Any] = (None, None)  # (provider, its tracer)
         self._instruments_of: tuple[Any, Instruments | None] = (None, None)
-        # (tracer provider, meter provider) last found both no-op: while they are the
-        # ones in use, an operation records nothing (one comparison, not two lookups)
+        # the (tracer, meter) providers last found both no-op: while in use, nothing to do
         self._quiet: tuple[Any, Any] = (_ABSENT, _ABSENT)
         self._thread_ids = thread_ids
         self._server = {**_system(), **server}
