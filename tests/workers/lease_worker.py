@@ -13,7 +13,8 @@ escalations are answered from the effect file.
                    runs only once FILE exists: the other worker always tries while the
                    lease is held, however the two are scheduled.
   --meet DIR       each of its first R tool steps, once it read the ledger, waits until
-                   N workers got there: without a lease, all run the same calls at once.
+                   N workers got there (or ended their run): without a lease, all run
+                   the same calls at once.
 It prints one JSON line last: {"outcome": "done" | "LeaseHeldError" | "LeaseLostError",
 "checkpoint_id": the newest checkpoint it wrote or saw}.
 """
@@ -79,7 +80,7 @@ def meet_after_each_load(meet: str, peers: int, rounds: int) -> None:
             met[0] += 1
             os.makedirs(here, exist_ok=True)
             open(os.path.join(here, str(os.getpid())), "w").close()
-            wait_for(here, entries=peers)
+            wait_for(here, entries=peers, left=meet)
 
     escalations.load = load
 
@@ -102,13 +103,34 @@ def build(saver: Any, args: argparse.Namespace, effects: Effects) -> Any:
     return agent_graph(ledger, effects, hook=hook, delay=args.delay).compile(checkpointer=saver)
 
 
-def wait_for(path: str, entries: int = 0) -> None:
-    """Until ``path`` exists (and, a directory, holds ``entries`` entries)."""
+def wait_for(path: str, entries: int = 0, left: str | None = None) -> None:
+    """Until ``path`` exists (and, a directory, holds ``entries`` entries). With ``left``
+    (the meeting directory), a worker that finished its run counts as there: a worker
+    whose graph resumed from a checkpoint the other wrote (no lease) runs fewer tool
+    steps, and leaves without reaching the other's next meeting."""
     deadline = time.monotonic() + PATIENCE
-    while not os.path.exists(path) or (entries and len(os.listdir(path)) < entries):
+    while not os.path.exists(path) or (entries and len(_present(path, left)) < entries):
         if time.monotonic() > deadline:
             raise TimeoutError(f"waited {PATIENCE:.0f} s for {path}")
         time.sleep(0.005)
+
+
+def _present(path: str, left: str | None) -> set[str]:
+    """The pids arrived in ``path``, and those that left the meetings (``leave``)."""
+    arrived = set(os.listdir(path))
+    if left is None:
+        return arrived
+    return arrived | {n[len(_LEFT) :] for n in os.listdir(left) if n.startswith(_LEFT)}
+
+
+_LEFT = "left-"
+
+
+def leave(args: argparse.Namespace) -> None:
+    """Say this worker will reach no more meetings (its run ended, however)."""
+    if args.meet:
+        os.makedirs(args.meet, exist_ok=True)
+        open(os.path.join(args.meet, f"{_LEFT}{os.getpid()}"), "w").close()
 
 
 def holding(args: argparse.Namespace) -> None:
@@ -163,6 +185,8 @@ def main() -> None:
         if isinstance(exc, LeaseHeldError):
             refused(args)
         outcome = {"outcome": type(exc).__name__, "error": str(exc)}
+    finally:
+        leave(args)
     print(json.dumps(outcome), flush=True)
 
 
