@@ -20,7 +20,7 @@ from langgraph_durable.base import BaseRedisSaver
 from langgraph_durable.core.ops import Plan
 from langgraph_durable.io import compat, connect, kept, wire
 from langgraph_durable.io.driver import Driver
-from langgraph_durable.io.loops import Steps, run_calls
+from langgraph_durable.io.loops import Steps, run_calls, run_to_end
 
 SyncClient = redis.Redis | redis.cluster.RedisCluster
 T = TypeVar("T")
@@ -154,12 +154,7 @@ class RedisSaver(Driver, BaseRedisSaver):
         return self._run(self._steps(plan))
 
     def _run(self, steps: Steps[T]) -> T:
-        items = run_calls(steps, self.failover)
-        while True:
-            try:
-                next(items)
-            except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
+        return run_to_end(steps, self.failover)
 
     async def adrive(self, plan: Plan[T]) -> T:
         return await asyncio.to_thread(self.drive, plan)

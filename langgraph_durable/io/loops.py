@@ -48,23 +48,44 @@ def _run_calls(steps: Steps[T], failover: Failover) -> Generator[Any, None, T]:
     for step in walk:
         if isinstance(step, Emit):
             yield step.item
-        elif isinstance(step, Pause):
-            time.sleep(step.seconds)
         else:
-            attempts = None  # made at the first failure: a call that goes through needs none
-            while True:
-                began = failover.clock()
-                try:
-                    walk.reply = step()
-                except Exception as exc:  # noqa: BLE001 - handed to the plan's driver step
-                    attempts = attempts or failover.attempts()
-                    if (delay := _again(walk, step, attempts, exc, began)) is None:
-                        break
-                    time.sleep(delay)
-                else:
-                    failover.connected = True
-                    break
+            _step(walk, step, failover)
     return walk.result
+
+
+def run_to_end(steps: Steps[T], failover: Failover) -> T:
+    """``run_calls`` for a caller that reads no item (emitted items are dropped): its
+    result, returned, with no generator between the caller and the plan's steps."""
+    walk = Walk(steps)
+    try:
+        for step in walk:
+            if not isinstance(step, Emit):
+                _step(walk, step, failover)
+    except BaseException:  # interrupted (KeyboardInterrupt...): the steps end now, not at GC
+        steps.close()
+        raise
+    return walk.result
+
+
+def _step(walk: Walk[Any], step: Any, failover: Failover) -> None:
+    """Answer one step of ``walk`` that is not an ``Emit``: sleep a ``Pause``, or make the
+    call (again while the server is lost, within the failover budget)."""
+    if isinstance(step, Pause):
+        time.sleep(step.seconds)
+        return
+    attempts = None  # made at the first failure: a call that goes through needs none
+    while True:
+        began = failover.clock()
+        try:
+            walk.reply = step()
+        except Exception as exc:  # noqa: BLE001 - handed to the plan's driver step
+            attempts = attempts or failover.attempts()
+            if (delay := _again(walk, step, attempts, exc, began)) is None:
+                return
+            time.sleep(delay)
+        else:
+            failover.connected = True
+            return
 
 
 async def arun_calls(
@@ -112,7 +133,7 @@ async def _astep(walk: Walk[Any], step: Any, failover: Failover) -> None:
     if isinstance(step, Pause):
         await asyncio.sleep(step.seconds)
         return
-    attempts = None  # as in _run_calls
+    attempts = None  # as in _step
     while True:
         began = failover.clock()
         try:

@@ -262,6 +262,38 @@ def test_an_asyncio_round_trip_schedules_no_task_of_its_own(
     asyncio.run(run())
 
 
+def test_an_asyncio_round_trip_that_fits_the_socket_arms_no_send_deadline(
+    redis_url: str, key_prefix: str
+) -> None:
+    """A send whose bytes the transport takes at once (under its high-water mark, as a
+    superstep's are) has nothing to wait for: no timer is armed for its deadline, only
+    the reply's (redis-py's read deadline, one a round trip). A send that must wait for
+    the socket to drain keeps its deadline (test_liveness.py: a frozen server that stops
+    reading)."""
+
+    async def run() -> None:
+        async with AsyncRedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as saver:
+            config, checkpoint, metadata, versions = one_checkpoint("timers")
+            await saver.aput(config, checkpoint, metadata, versions)  # connected, scripts loaded
+            loop = asyncio.get_running_loop()
+            armed: list[float] = []
+            call_at = loop.call_at
+
+            def counted(when: float, *args: Any, **kwargs: Any) -> Any:
+                armed.append(when)
+                return call_at(when, *args, **kwargs)
+
+            loop.call_at = counted  # type: ignore[method-assign]
+            try:
+                stored = await saver.aput(config, checkpoint, metadata, versions)
+                await saver.aput_writes(stored, [("a", 1)], "task-1")
+            finally:
+                del loop.call_at
+            assert len(armed) == 2  # the two replies' deadlines
+
+    asyncio.run(run())
+
+
 def test_an_asyncio_connection_class_with_its_own_send_is_sent_through(
     redis_url: str, key_prefix: str
 ) -> None:
