@@ -265,11 +265,11 @@ def test_an_asyncio_round_trip_schedules_no_task_of_its_own(
 def test_an_asyncio_round_trip_that_fits_the_socket_arms_no_send_deadline(
     redis_url: str, key_prefix: str
 ) -> None:
-    """A send whose bytes the transport takes at once (under its high-water mark, as a
-    superstep's are) has nothing to wait for: no timer is armed for its deadline, only
-    the reply's (redis-py's read deadline, one a round trip). A send that must wait for
-    the socket to drain keeps its deadline (test_liveness.py: a frozen server that stops
-    reading)."""
+    """A send whose bytes the socket takes at once (as a superstep's are) has nothing to
+    wait for: no timer is armed for its deadline, only the reply's (redis-py's read
+    deadline, one a reply: a put and its writes read one each). A send that must wait
+    for the socket to drain keeps its deadline (test_liveness.py: a frozen server that
+    stops reading)."""
 
     async def run() -> None:
         async with AsyncRedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as saver:
@@ -289,7 +289,7 @@ def test_an_asyncio_round_trip_that_fits_the_socket_arms_no_send_deadline(
                 await saver.aput_writes(stored, [("a", 1)], "task-1")
             finally:
                 del loop.call_at
-            assert len(armed) == 2  # the two replies' deadlines
+            assert len(armed) == 2  # the two replies' read deadlines
 
     asyncio.run(run())
 

@@ -14,7 +14,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from langgraph_durable.core.ops import Emit
 from langgraph_durable.io.failover import Failover
-from langgraph_durable.io.loops import Pause, Steps, arun_calls, arun_to_end, run_calls
+from langgraph_durable.io.loops import Pause, Steps, arun_calls, arun_to_end, run_calls, run_to_end
 from langgraph_durable.io.pipelines import once
 
 
@@ -68,6 +68,30 @@ def test_the_sync_loop() -> None:
             emitted.append(next(items))
     assert emitted == ["an item"]
     assert stop.value.value == EXPECTED
+
+
+def test_the_sync_loop_to_the_end_returns_the_same_result() -> None:
+    """``run_to_end`` (what every sync operation but a listing runs): the same calls,
+    failovers and errors thrown back, the result returned, items dropped."""
+    assert run_to_end(scripted(lambda c: c), connected_failover()) == EXPECTED
+
+
+def test_the_sync_loop_to_the_end_closes_the_steps_when_interrupted() -> None:
+    closed = []
+
+    def steps() -> Steps[Any]:
+        def interrupted() -> Any:
+            raise KeyboardInterrupt
+
+        try:
+            yield interrupted
+        finally:
+            closed.append(True)
+
+    held = steps()  # held: the steps end because the loop closed them, not at GC
+    with pytest.raises(KeyboardInterrupt):
+        run_to_end(held, connected_failover())
+    assert closed == [True]
 
 
 def test_the_asyncio_loop_does_the_same() -> None:
