@@ -11,6 +11,7 @@ import asyncio
 import logging
 import os
 import signal
+import sys
 import threading
 import time
 from pathlib import Path
@@ -374,7 +375,10 @@ def test_an_async_write_a_frozen_server_stops_reading_fails_within_the_budget(
 ) -> None:
     """A write bigger than the socket's buffers to a SIGSTOPped server: the send itself
     waits (no reply is ever read), and ``socket_timeout`` bounds that wait as it bounds a
-    read: the run fails within the failover budget instead of hanging."""
+    read: the run fails within the failover budget instead of hanging. (Python 3.12's
+    asyncio ``writelines`` never pauses a plain socket's transport: the bytes wait in the
+    process, the send returns, and the reply's deadline is the one that fails the run,
+    within the same budget.)"""
     server = start_server(str(tmp_path))
 
     async def run() -> None:
@@ -397,7 +401,10 @@ def test_an_async_write_a_frozen_server_stops_reading_fails_within_the_budget(
     try:
         asyncio.run(run())
         assert lost.seen.is_set()
-        assert "Timeout writing to socket" in lost.last
+        if sys.version_info < (3, 12):  # the transport paused: the send's own deadline
+            assert "Timeout writing to socket" in lost.last
+        else:
+            assert "Timeout writing to socket" in lost.last or "Timeout reading" in lost.last
     finally:
         server.proc.send_signal(signal.SIGCONT)
         server.stop()
