@@ -1,11 +1,13 @@
-"""The two loops that run a plan's steps: every call a step makes is one round trip.
+"""The loops that run a plan's steps: every call a step makes is one round trip.
 
 Owns answering each step ``io/driver.py``'s ``Driver._steps`` yields: a call made (and
 made again while the server is lost, within ``failover_timeout``: ``failover.py``), a
-``Pause`` slept, an ``Emit`` handed to the caller. One sync loop and two async ones: a
-listing reads items as they come (``arun_calls``, an async generator), every other
-operation only wants the result (``arun_to_end``, a plain coroutine: an async
-generator's every step is an awaitable of its own, and its end a StopAsyncIteration).
+``Pause`` slept, an ``Emit`` handed to the caller. Two sync loops and two async ones,
+each answering a step the same way (``_step``, ``_astep``): a listing reads items as
+they come (``run_calls``, ``arun_calls``: generators), every other operation only wants
+the result (``run_to_end``, ``arun_to_end``: no generator between the caller and the
+plan's steps; an async generator's every step is an awaitable of its own, and its end a
+StopAsyncIteration).
 """
 
 from __future__ import annotations
