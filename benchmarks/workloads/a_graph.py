@@ -117,7 +117,7 @@ def workload_graph(b: Bench, rounds: int, repeats: int) -> dict[str, Any]:
             "overhead_ratio": overhead / mem_overhead
             if mem_overhead and mem_overhead > 0
             else None,
-            # the table's figure: medians of every saver's repeats, minutes apart
+            # the table's figure: medians of rounds with every other saver run in between
             "table_overhead_vs_redis_floor": overhead / floor_overhead
             if floor_overhead and floor_overhead > 0
             else None,
@@ -248,8 +248,8 @@ def render_graph(g: dict[str, Any]) -> list[str]:
     trios = [
         f"{label(k)}: {fu(t['ours_us'])} µs a superstep against the floor's "
         f"{fu(t['floor_us'])} and {fu(t['none_us'])} without a checkpointer, "
-        f"{fx(t['ratio'])} (one trio's ratio: {fx((t['trio_quartiles'] or [None])[0])} to "
-        f"{fx((t['trio_quartiles'] or [None])[-1])}, its quartiles)"
+        f"{fx(t['ratio'])} (one trio's own ratio, first to third quartile: "
+        f"{fx((t['trio_quartiles'] or [None])[0])} to {fx((t['trio_quartiles'] or [None])[-1])})"
         for k, v in g["savers"].items()
         if (t := v.get("guard_trios"))
     ]
