@@ -73,13 +73,8 @@ def workload_graph(b: Bench, rounds: int, repeats: int) -> dict[str, Any]:
         for key in keys[r % len(keys) :] + keys[: r % len(keys)]:
             h, graph = runners[key]
             thread_id = b.thread(key, "graph")
-            config: RunnableConfig = {
-                "configurable": {"thread_id": thread_id},
-                "recursion_limit": 1000,
-            }
-            steps: list[Step] = [("invoke", functools.partial(invoke_react, h, graph, config))]
             used = redis_cpu_s(admin)
-            d = run_steps(b, h, steps, {})["invoke"]
+            d = run_graph(b, h, graph, thread_id)
             if r:
                 samples[key].append(d / supersteps)
                 if h.family in REDIS_FAMILIES or h.family == "redis-floor":
@@ -136,6 +131,13 @@ def workload_graph(b: Bench, rounds: int, repeats: int) -> dict[str, Any]:
     }
 
 
+def run_graph(b: Bench, h: Handle, graph: Any, thread_id: str) -> float:
+    """Seconds one run of the ReAct graph takes on a thread of its own."""
+    config: RunnableConfig = {"configurable": {"thread_id": thread_id}, "recursion_limit": 1000}
+    steps: list[Step] = [("invoke", functools.partial(invoke_react, h, graph, config))]
+    return run_steps(b, h, steps, {})["invoke"]
+
+
 GUARD_TRIOS = 21  # (no checkpointer, the floor, ours) back to back, per API
 
 
@@ -160,12 +162,7 @@ def guard_trios(
         for t in range(trios + 1):  # trio 0 warms up and is discarded
             for key in keys[t % 3 :] + keys[: t % 3]:
                 h, graph = runners[key]
-                config: RunnableConfig = {
-                    "configurable": {"thread_id": b.thread(key, f"guard-{t}")},
-                    "recursion_limit": 1000,
-                }
-                steps: list[Step] = [("invoke", functools.partial(invoke_react, h, graph, config))]
-                d = run_steps(b, h, steps, {})["invoke"]
+                d = run_graph(b, h, graph, b.thread(key, f"guard-{t}"))
                 if t:
                     samples[key].append(d / supersteps * 1e6)
         out[ours] = trio_figures(*(samples[k] for k in keys))

@@ -1,5 +1,6 @@
 """The benchmark's superstep guard: its figure is the trios' (runs back to back), not the
-table's (medians of rounds minutes apart), and it is the one the verdict reads."""
+table's (medians of rounds with every other saver run in between), and the verdict reads
+it."""
 
 from __future__ import annotations
 
