@@ -12,9 +12,12 @@ escalations are answered from the effect file.
   --refused FILE   a worker refused the lease creates FILE, and a worker holding it
                    runs only once FILE exists: the other worker always tries while the
                    lease is held, however the two are scheduled.
-  --meet DIR       each of its first R tool steps, once it read the ledger, waits until
+  --meet DIR       before its first run, once it read the thread's state, and in each
+                   of its first R tool steps, once it read the ledger, it waits until
                    N workers got there (or ended their run): without a lease, all run
                    the same calls at once.
+  --no-lease       it holds no lease, and after each run goes on from the newest
+                   checkpoint it wrote itself (``own_newest``).
 It prints one JSON line last: {"outcome": "done" | "LeaseHeldError" | "LeaseLostError",
 "checkpoint_id": the newest checkpoint it wrote or saw}.
 """
@@ -133,6 +136,42 @@ def leave(args: argparse.Namespace) -> None:
         open(os.path.join(args.meet, f"{_LEFT}{os.getpid()}"), "w").close()
 
 
+WORKER = "lgd_test_worker"  # checkpoint metadata: the pid of the worker that wrote it
+
+
+def tagged(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` with this worker's pid in the metadata of every checkpoint it writes."""
+    return {**config, "metadata": {WORKER: os.getpid()}}
+
+
+def own_checkpoints(args: argparse.Namespace) -> tuple[Any, Any]:
+    """``list``'s config and filter for the root checkpoints this worker wrote."""
+    root = {"configurable": {"thread_id": args.thread, "checkpoint_ns": ""}}
+    return root, {WORKER: os.getpid()}
+
+
+def own_newest(found: Any, config: dict[str, Any]) -> dict[str, Any]:
+    """Where a worker without a lease goes on from: the newest checkpoint it wrote
+    itself (``found``: its checkpoints, newest first), not the thread's newest. Two
+    workers then never resume one task together (the ledger would let only one of
+    them record a call, and the other's outcome would be unknown): each runs every
+    call of its own chain, as two workers whose reads crossed would."""
+    for checkpoint in found:
+        return {"configurable": dict(checkpoint.config["configurable"])}
+    return config
+
+
+def meet_at_start(args: argparse.Namespace, met: bool) -> bool:
+    """With --meet, before its first run: wait until every worker read the thread's
+    state, so that all start from the same one (none from a checkpoint another wrote)."""
+    if args.meet and not met:
+        here = os.path.join(args.meet, "start")
+        os.makedirs(here, exist_ok=True)
+        open(os.path.join(here, str(os.getpid())), "w").close()
+        wait_for(here, entries=args.peers, left=args.meet)
+    return True
+
+
 def holding(args: argparse.Namespace) -> None:
     """Inside the lease: with --refused, go on only once the other worker was refused."""
     if args.refused:
@@ -146,6 +185,7 @@ def refused(args: argparse.Namespace) -> None:
 
 def run_sync(args: argparse.Namespace, effects: Effects) -> str | None:
     config = {"configurable": {"thread_id": args.thread}}
+    met = False
     with RedisSaver.from_conn_string(args.url, key_prefix=args.prefix) as saver:
         graph = build(saver, args, effects)
         print("ready", flush=True)
@@ -154,12 +194,17 @@ def run_sync(args: argparse.Namespace, effects: Effects) -> str | None:
         with lease if args.lease else contextlib.nullcontext():
             holding(args)
             while (inp := next_input(graph.get_state(config), effects)) != "done":
-                graph.invoke(inp, config)
+                met = meet_at_start(args, met)
+                graph.invoke(inp, tagged(config))
+                if not args.lease:
+                    root, mine = own_checkpoints(args)
+                    config = own_newest(saver.list(root, filter=mine, limit=1), config)
             return graph.get_state(config).config["configurable"].get("checkpoint_id")
 
 
 async def run_async(args: argparse.Namespace, effects: Effects) -> str | None:
     config = {"configurable": {"thread_id": args.thread}}
+    met = False
     async with AsyncRedisSaver.from_conn_string(args.url, key_prefix=args.prefix) as saver:
         graph = build(saver, args, effects)
         print("ready", flush=True)
@@ -168,7 +213,12 @@ async def run_async(args: argparse.Namespace, effects: Effects) -> str | None:
         async with lease if args.lease else contextlib.nullcontext():
             await asyncio.to_thread(holding, args)  # the loop goes on renewing the lease
             while (inp := next_input(await graph.aget_state(config), effects)) != "done":
-                await graph.ainvoke(inp, config)
+                met = await asyncio.to_thread(meet_at_start, args, met)
+                await graph.ainvoke(inp, tagged(config))
+                if not args.lease:
+                    root, mine = own_checkpoints(args)
+                    found = [t async for t in saver.alist(root, filter=mine, limit=1)]
+                    config = own_newest(found, config)
             return (await graph.aget_state(config)).config["configurable"].get("checkpoint_id")
 
 
