@@ -45,26 +45,22 @@ MEASURED = 2  # threads counted per process
 
 def child(kind: str, url: str, rounds: int) -> None:
     """In the process callgrind runs: warm up, then count ``MEASURED`` threads."""
-    import redis
     import redis.asyncio
 
     from benchmarks.harness import PAYLOAD
-    from benchmarks.workloads.shared import AsyncRedisFloorSaver, RedisFloorSaver
-    from langgraph_durable import AsyncRedisSaver, RedisSaver
+    from benchmarks.redis_work import opener
+    from benchmarks.workloads.shared import AsyncRedisFloorSaver
     from tests.helpers import graphs
 
     loop = asyncio.new_event_loop()
-    prefix = f"lgd-ci-{os.getpid()}"
     saver: Any = None
-    if kind == "floor":
-        saver = RedisFloorSaver(redis.Redis.from_url(url), prefix)
-    elif kind == "floor-async":
-        saver = AsyncRedisFloorSaver(redis.asyncio.Redis.from_url(url), prefix)
-    elif kind == "durable":
-        saver = RedisSaver.from_conn_string(url, key_prefix=prefix).__enter__()
+    # Opened as redis_work.py opens them; the process ends with the count: no exit.
+    if kind == "floor-async":  # the one saver redis_work.py does not open
+        saver = AsyncRedisFloorSaver(redis.asyncio.Redis.from_url(url), "floorwork")
     elif kind == "durable-async":
-        opened = AsyncRedisSaver.from_conn_string(url, key_prefix=prefix)
-        saver = loop.run_until_complete(opened.__aenter__())
+        saver = loop.run_until_complete(opener(kind, url).__aenter__())
+    elif kind in ("floor", "durable"):
+        saver = opener(kind, url).__enter__()
     graph = graphs.react_graph(rounds=rounds, payload=PAYLOAD).compile(checkpointer=saver)
     # Without a checkpointer LangGraph rejects `durability` (harness.Handle.invoke).
     kw = {"durability": "sync"} if saver is not None else {}
@@ -82,11 +78,12 @@ def child(kind: str, url: str, rounds: int) -> None:
         # callgrind acts on a request when this process next wakes: asleep, nothing counts
         time.sleep(0.5)
 
+    # threads of its own: two processes run at once, and the savers share a key prefix
     for i in range(2):
-        run(f"warm-{i}")
+        run(f"{kind}-warm-{i}")
     control("--zero")
     for i in range(MEASURED):
-        run(f"measured-{i}")
+        run(f"{kind}-measured-{i}")
     control("--dump=measured")
 
 
